@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+// A backend runs the nodes it supports. The executor asks supports() and
+// hands each node to a backend; the CPU backend supports every node.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph/graph.h"
+#include "core/model/model_spec.h"
+#include "core/runtime/batch.h"
+#include "core/runtime/kv_cache.h"
+
+namespace basalt {
+
+struct RunContext {
+  const Graph* graph;
+  const Batch* batch;
+  const ModelSpec* spec;
+  KvCache* kv;
+  std::vector<float*> buffers;     // per tensor: [rows][width]
+  std::vector<int32_t> out_rows;   // batch rows that want logits, in order
+
+  float* buf(int tensor) const { return buffers[static_cast<size_t>(tensor)]; }
+  int64_t width(int tensor) const { return graph->tensors[static_cast<size_t>(tensor)].width; }
+  int64_t rows(int tensor) const {
+    return graph->tensors[static_cast<size_t>(tensor)].output_rows ? static_cast<int64_t>(out_rows.size()) : batch->size();
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual bool supports(const Node& node) const = 0;
+  // Called before the nodes of a batch run (a backend may drop cached state).
+  virtual void begin_batch(RunContext& ctx) {}
+  virtual void run(const Node& node, RunContext& ctx) = 0;
+};
+
+}  // namespace basalt

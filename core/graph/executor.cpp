@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+#include "core/graph/executor.h"
+
+#include "core/error.h"
+#include "cpu/backend_cpu.h"
+
+namespace basalt {
+
+Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch)
+    : model_(model), kv_(kv), max_batch_(max_batch), graph_(build_graph(model)) {
+  if (max_batch <= 0) throw Error("the micro-batch size must be positive");
+  for (const TensorDesc& t : graph_.tensors)
+    buffers_.push_back(aligned_alloc_bytes(static_cast<size_t>(max_batch) * t.width * sizeof(float)));
+  ctx_.graph = &graph_;
+  ctx_.spec = &model_.spec();
+  ctx_.kv = &kv_;
+  for (auto& b : buffers_) ctx_.buffers.push_back(reinterpret_cast<float*>(b.get()));
+  backends_.push_back(make_cpu_backend(model_));
+  // Placement: the first backend that supports a node (only the CPU for now).
+  for (const Node& n : graph_.nodes) {
+    Backend* chosen = nullptr;
+    for (auto& b : backends_)
+      if (b->supports(n)) {
+        chosen = b.get();
+        break;
+      }
+    if (!chosen) throw Error(std::string("internal: no backend runs op ") + op_name(n.op));
+    placement_.push_back(chosen);
+  }
+}
+
+Executor::~Executor() = default;
+
+const float* Executor::run(const Batch& batch) {
+  const int64_t n = batch.size();
+  if (n == 0) throw Error("empty batch");
+  if (n > max_batch_) throw Error("batch of " + std::to_string(n) + " tokens is larger than the micro-batch " + std::to_string(max_batch_));
+  const int64_t n_vocab = model_.spec().n_vocab;
+  for (int64_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= n_vocab)
+      throw Error("token id " + std::to_string(batch.tokens[i]) + " is outside the vocabulary (" + std::to_string(n_vocab) + ")");
+    if (batch.pos[i] < 0 || batch.pos[i] >= kv_.n_ctx())
+      throw Error("position " + std::to_string(batch.pos[i]) + " is outside the context (" + std::to_string(kv_.n_ctx()) + " tokens)");
+    if (batch.seq[i] < 0 || batch.seq[i] >= kv_.n_seq()) throw Error("sequence id " + std::to_string(batch.seq[i]) + " out of range");
+  }
+  ctx_.batch = &batch;
+  ctx_.out_rows.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (batch.want_logits[i]) ctx_.out_rows.push_back(static_cast<int32_t>(i));
+  for (auto& b : backends_) b->begin_batch(ctx_);
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) placement_[i]->run(graph_.nodes[i], ctx_);
+  return ctx_.buf(graph_.logits);
+}
+
+}  // namespace basalt

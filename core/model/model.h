@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// A loaded model: spec, weights in engine formats, tokenizer, chat template.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/gguf/gguf.h"
+#include "core/model/model_spec.h"
+#include "core/tokenizer/tokenizer.h"
+#include "quant/weight.h"
+
+namespace basalt {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> bq, bk, bv;  // empty without attention biases
+  Weight wq, wk, wv, wo;
+  Weight w_gate, w_up, w_down;    // dense FFN
+  Weight router;                  // MoE: [n_expert][n_embd]
+  Weight gate_exps, up_exps;      // MoE: experts' rows stacked, [n_expert * n_ff][n_embd]
+  Weight down_exps;               //      [n_expert * n_embd][n_ff]
+};
+
+class Model {
+ public:
+  // Parses, validates every tensor's shape against the spec, converts weights.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const ModelSpec& spec() const { return spec_; }
+  const GgufFile& file() const { return file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& chat_template() const { return chat_template_; }  // "" if the file has none
+
+  const Weight& token_embd() const { return token_embd_; }
+  const Weight& output() const { return spec_.tied_output ? token_embd_ : output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+
+  int64_t n_params() const;     // from the file's tensor shapes
+  size_t weight_bytes() const;  // engine-format bytes resident in memory
+  std::vector<const Weight*> weights() const;
+
+ private:
+  Model() = default;
+  ModelSpec spec_;
+  GgufFile file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string chat_template_;
+  Weight token_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace basalt

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// An architecture's hyper-parameters, read from GGUF metadata and validated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace basalt {
+
+class GgufFile;
+
+// How RoPE pairs dimensions: normal rotates (x[2i], x[2i+1]) (llama's GGUF
+// files, whose Q/K weights the converter permuted); neox rotates (x[i], x[i+d/2]).
+enum class RopeStyle { normal, neox };
+
+struct ModelSpec {
+  std::string arch;  // GGUF general.architecture
+  std::string name;
+  int64_t n_vocab = 0, n_ctx_train = 0, n_embd = 0, n_layer = 0;
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+  int64_t n_expert = 0, n_expert_used = 0;
+  int64_t rope_dim = 0;
+  float rms_eps = 1e-5f, rope_theta = 10000.0f, rope_freq_scale = 1.0f;  // position * freq_scale
+  RopeStyle rope_style = RopeStyle::normal;
+  bool attn_bias = false;    // qwen2: biases on Q, K, V
+  bool tied_output = false;  // no output.weight: the token embedding is reused
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+  bool is_moe() const { return n_expert > 0; }
+};
+
+// Throws Error for an unknown architecture or inconsistent hyper-parameters.
+ModelSpec spec_from_gguf(const GgufFile& f);
+
+}  // namespace basalt

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// Picks the next token from logits: greedy, or temperature with top-k,
+// top-p, min-p and a repetition penalty. The same seed gives the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace basalt {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // <= 0: greedy
+  int32_t top_k = 40;        // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);  // Error on out-of-range parameters
+  // history: the tokens so far (for the repetition penalty).
+  int32_t sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<Candidate> cand_;
+};
+
+}  // namespace basalt

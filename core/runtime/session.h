@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// One sequence over a model: its KV cache, chunked prefill, and generation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/graph/executor.h"
+#include "core/model/model.h"
+#include "core/runtime/kv_cache.h"
+#include "core/runtime/sampler.h"
+
+namespace basalt {
+
+class Session {
+ public:
+  // n_ctx: tokens the cache holds; ubatch: tokens per prefill chunk.
+  Session(const Model& model, int64_t n_ctx, int64_t ubatch = 512);
+
+  // Makes the context exactly `tokens`: keeps the prefix already in the cache
+  // and prefills the rest in chunks. Returns the logits of the last token.
+  // Error if the tokens do not fit in the context.
+  const float* set_context(const std::vector<int32_t>& tokens);
+  // Appends one token; returns its logits. Error when the context is full.
+  const float* append(int32_t token);
+
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t ubatch() const { return executor_.max_batch(); }
+  const Model& model() const { return model_; }
+
+ private:
+  const Model& model_;
+  KvCache kv_;
+  Executor executor_;
+  Batch batch_;
+  std::vector<int32_t> tokens_;
+};
+
+struct GenerateOptions {
+  int32_t max_tokens = 256;         // < 0: until the context is full
+  std::vector<std::string> stop;    // stop strings (not included in the output)
+  SamplingParams sampling;
+  bool stop_at_end_of_generation = true;
+};
+
+struct GenerationStats {
+  int64_t n_prompt = 0, n_prefilled = 0, n_generated = 0;
+  double prefill_s = 0, decode_s = 0;
+  std::string stop_reason;  // "eos", "stop string", "length", "context full", "cancelled"
+  double prefill_tps() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
+  double decode_tps() const { return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0; }
+};
+
+// Runs the prompt (context = prompt) then samples; each complete piece of
+// UTF-8 text goes to on_text as it comes. on_text returns false to cancel.
+GenerationStats generate(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                         const std::function<bool(std::string_view)>& on_text,
+                         std::vector<int32_t>* generated = nullptr);
+
+}  // namespace basalt

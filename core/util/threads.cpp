@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+#include "core/util/threads.h"
+
+#include <omp.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace basalt {
+
+int physical_core_count() {
+  std::set<std::pair<int, int>> cores;  // (package, core)
+  for (int cpu = 0;; ++cpu) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    int p = 0, c = 0;
+    if (!(pkg >> p) || !(core >> c)) break;
+    cores.insert({p, c});
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void set_thread_count(int n) { omp_set_num_threads(n > 0 ? n : physical_core_count()); }
+
+int thread_count() { return omp_get_max_threads(); }
+
+}  // namespace basalt

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+#include "cpu/backend_cpu.h"
+
+#include <omp.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/model/model.h"
+#include "cpu/matmul.h"
+#include "cpu/moe.h"
+#include "cpu/ops.h"
+
+namespace basalt {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const Model& m) : model_(m) {}
+
+  const char* name() const override { return "cpu"; }
+  bool supports(const Node&) const override { return true; }
+
+  void begin_batch(RunContext& ctx) override {
+    quantized_.resize(ctx.graph->tensors.size());
+    for (auto& q : quantized_) q.valid = false;
+  }
+
+  void run(const Node& n, RunContext& ctx) override {
+    const int64_t rows = ctx.rows(n.out), w_out = ctx.width(n.out);
+    float* out = ctx.buf(n.out);
+    const float* in0 = n.in[0] >= 0 ? ctx.buf(n.in[0]) : nullptr;
+    switch (n.op) {
+      case Op::embed:
+        for (int64_t t = 0; t < rows; ++t) dequantize_row(*n.weight, ctx.batch->tokens[t], out + t * w_out);
+        break;
+      case Op::rms_norm: cpu::rms_norm(in0, n.vec->data(), out, rows, w_out, n.eps); break;
+      case Op::matmul: {
+        const QuantizedActs* xq = n.weight->format == WeightFormat::qa ? &quantized(n.in[0], ctx) : nullptr;
+        matmul({n.weight, in0, xq, rows, out, w_out, 0, n.weight->rows});
+        if (n.vec && !n.vec->empty())
+          for (int64_t t = 0; t < rows; ++t) cpu::add(out + t * w_out, n.vec->data(), out + t * w_out, w_out);
+        break;
+      }
+      case Op::rope: {
+        const ModelSpec& s = *ctx.spec;
+        if (out != in0) std::memcpy(out, in0, sizeof(float) * rows * w_out);
+        cpu::rope(out, rows, ctx.batch->pos.data(),
+                  {w_out / s.head_dim, s.head_dim, s.rope_dim, s.rope_theta, s.rope_freq_scale, s.rope_style});
+        break;
+      }
+      case Op::attention:
+        cpu::attention(in0, ctx.buf(n.in[1]), ctx.buf(n.in[2]), out, *ctx.batch, *ctx.kv, n.layer, *ctx.spec);
+        break;
+      case Op::swiglu: cpu::swiglu(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
+      case Op::add: cpu::add(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
+      case Op::moe: cpu::moe_ffn(*n.moe, in0, out, rows, w_out, moe_scratch_); break;
+      case Op::gather_out:
+        for (size_t i = 0; i < ctx.out_rows.size(); ++i)
+          std::memmove(out + i * w_out, in0 + ctx.out_rows[i] * w_out, sizeof(float) * w_out);
+        break;
+    }
+    if (n.out >= 0) quantized_[static_cast<size_t>(n.out)].valid = false;
+  }
+
+ private:
+  struct CachedActs {
+    QuantizedActs acts;
+    bool valid = false;
+  };
+  // The int8 form of a tensor, made once and shared by the matmuls that read it (Q, K, V).
+  const QuantizedActs& quantized(int tensor, RunContext& ctx) {
+    CachedActs& c = quantized_[static_cast<size_t>(tensor)];
+    if (!c.valid) {
+      quantize_activations(ctx.buf(tensor), ctx.rows(tensor), ctx.width(tensor), c.acts);
+      c.valid = true;
+    }
+    return c.acts;
+  }
+
+  const Model& model_;
+  std::vector<CachedActs> quantized_;
+  cpu::MoeScratch moe_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const Model& model) { return std::make_unique<CpuBackend>(model); }
+
+}  // namespace basalt

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+#include "cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace basalt {
+
+namespace {
+std::atomic<int> g_forced{-1};
+
+Isa parse_isa(const std::string& s) {
+  if (s == "scalar") return Isa::scalar;
+  if (s == "avx2") return Isa::avx2;
+  if (s == "avx512") return Isa::avx512;
+  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avx512");
+}
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool cpu_supports(Isa isa) {
+#if defined(BASALT_X86)
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case Isa::avx512:
+      return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return isa == Isa::scalar;
+#endif
+}
+
+Isa best_isa() {
+  static const Isa best = cpu_supports(Isa::avx512) ? Isa::avx512 : cpu_supports(Isa::avx2) ? Isa::avx2 : Isa::scalar;
+  return best;
+}
+
+void set_isa(Isa isa) {
+  if (!cpu_supports(isa)) throw Error(std::string("this CPU does not support the ") + isa_name(isa) + " kernels");
+  g_forced = static_cast<int>(isa);
+}
+
+Isa selected_isa() {
+  int forced = g_forced.load();
+  if (forced >= 0) return static_cast<Isa>(forced);
+  static const Isa from_env = [] {
+    const char* env = std::getenv("BASALT_ISA");
+    if (!env || !*env) return best_isa();
+    Isa isa = parse_isa(env);
+    if (!cpu_supports(isa)) throw Error(std::string("BASALT_ISA=") + env + ": this CPU does not support it");
+    return isa;
+  }();
+  return from_env;
+}
+
+}  // namespace basalt

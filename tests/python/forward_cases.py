@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# The whole-model forward cases CI runs: engine logits vs reference_forward.py.
+"""Whole-model forward cases for check_forward.py.
+
+    forward_cases.py --list          one case name per line (for CMake)
+    forward_cases.py --show NAME     the make_model options of a case
+
+A case is a synthetic model (make_model.py options) or the real default model
+(model="default"), plus the tokens to run. The error bound comes from the
+weight types in the file (see check_forward.BOUNDS), not from the case.
+
+CMake (tests/CMakeLists.txt), one ctest per case:
+
+    execute_process(COMMAND ${Python3_EXECUTABLE} ${py}/forward_cases.py --list
+                    OUTPUT_VARIABLE cases OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(REPLACE "\\n" ";" cases "${cases}")
+    foreach(c IN LISTS cases)
+      add_test(NAME forward.${c} COMMAND ${Python3_EXECUTABLE} ${py}/check_forward.py
+               --dump-logits $<TARGET_FILE:dump_logits> --case ${c})
+    endforeach()
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    make: tuple[str, ...] = ()       # make_model.py options (without OUT)
+    model: str = ""                  # "default" = the real SmolLM2 file, no make
+    tokens: tuple[int, ...] = ()     # empty: n_tokens ids drawn from a fixed seed
+    n_tokens: int = 32
+    nmse_max: float | None = None    # None: the bound of the weight class
+
+
+# Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
+SMALL = ("--n-embd", "64", "--n-ff", "128", "--n-head", "4", "--n-head-kv", "2")
+KQ = ("--n-embd", "256", "--n-ff", "512", "--n-head", "4", "--n-head-kv", "2")  # head_dim 64
+
+# "The capital of France is Paris. It is a beautiful city with many museums and"
+# in the SmolLM2 vocabulary (ids looked up from tokenizer.ggml.tokens).
+SMOLLM2_PROMPT = (504, 3575, 282, 4649, 314, 7042, 30, 657, 314, 253, 3953, 2240, 351,
+                  800, 14739, 284)
+
+
+def _dense(arch: str, wtype: str, *extra: str) -> tuple[str, ...]:
+    shape = KQ if wtype in ("q4_k", "q5_k", "q6_k", "mix-q4_k_m") else SMALL
+    return ("--arch", arch, "--type", wtype, *shape, *extra)
+
+
+CASES: list[Case] = [
+    # llama dense, every weight type
+    *[Case(f"llama_{t.replace('-', '_')}", _dense("llama", t))
+      for t in ("f32", "f16", "bf16", "q4_0", "q4_1", "q8_0", "q4_k", "q5_k", "q6_k",
+                "mix-q4_k_m")],
+    # qwen2: q/k/v biases, NeoX RoPE, large theta
+    *[Case(f"qwen2_{t}", _dense("qwen2", t, "--rope-theta", "1000000"))
+      for t in ("f32", "q8_0", "q4_0", "q4_k")],
+    # GQA ratios 1, 2, 4 (n_head 8, head_dim 16; n_head_kv 8, 4, 2)
+    *[Case(f"llama_gqa{8 // kv}_{t}",
+           ("--arch", "llama", "--type", t, "--n-embd", "128", "--n-ff", "256",
+            "--n-head", "8", "--n-head-kv", str(kv)))
+      for kv in (8, 4, 2) for t in ("f32", "q8_0")],
+    Case("qwen2_gqa4_q4_1", ("--arch", "qwen2", "--type", "q4_1", "--n-embd", "128",
+                             "--n-ff", "256", "--n-head", "8", "--n-head-kv", "2")),
+    # tied output (no output.weight: the embedding is the head)
+    Case("llama_tied_f32", _dense("llama", "f32", "--tied")),
+    Case("llama_tied_q8_0", _dense("llama", "q8_0", "--tied")),
+    Case("llama_tied_q4_k", _dense("llama", "q4_k", "--tied")),
+    Case("qwen2_tied_q4_0", _dense("qwen2", "q4_0", "--tied")),
+    # MoE: 4 experts, top 2 (Mixtral style: softmax, top-k, renormalize)
+    *[Case(f"llama_moe4_top2_{t}", _dense("llama", t, "--experts", "4", "--experts-used", "2"))
+      for t in ("f32", "q4_0", "q8_0")],
+    Case("llama_moe8_top2_q4_k", _dense("llama", "q4_k", "--experts", "8", "--experts-used", "2")),
+    # RoPE linear scaling (positions / 4)
+    Case("llama_rope_linear4_f32", _dense("llama", "f32", "--rope-scale-linear", "4")),
+    Case("llama_rope_linear4_q8_0", _dense("llama", "q8_0", "--rope-scale-linear", "4")),
+    Case("qwen2_rope_linear2_f32", _dense("qwen2", "f32", "--rope-scale-linear", "2")),
+    # head_dim 64 and 32, and a head_dim that is not n_embd / n_head
+    Case("llama_hd64_f32", ("--arch", "llama", "--type", "f32", "--n-embd", "128",
+                            "--n-ff", "256", "--n-head", "2", "--n-head-kv", "1")),
+    Case("llama_hd32_q8_0", ("--arch", "llama", "--type", "q8_0", "--n-embd", "128",
+                             "--n-ff", "256", "--n-head", "4", "--n-head-kv", "2")),
+    Case("llama_hd32_explicit_f32", ("--arch", "llama", "--type", "f32", "--n-embd", "64",
+                                     "--n-ff", "128", "--n-head", "4", "--n-head-kv", "2",
+                                     "--head-dim", "32")),
+    Case("qwen2_hd64_q4_k", ("--arch", "qwen2", "--type", "q4_k", "--n-embd", "256",
+                             "--n-ff", "256", "--n-head", "4", "--n-head-kv", "1")),
+    # deeper, longer, and the real vocabulary size
+    Case("llama_q8_0_4layers_long", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=128),
+    Case("llama_q4_0_smollm2_vocab", _dense("llama", "q4_0", "--vocab", "smollm2"), n_tokens=16),
+    # the real model (SmolLM2-135M-Instruct Q4_1; token_embd Q8_0, tied)
+    # 30 layers of int8 activations: llama.cpp is 1.7e-3 from the reference here
+    Case("smollm2_real", model="default", tokens=SMOLLM2_PROMPT, nmse_max=5e-3),
+]
+
+BY_NAME = {c.name: c for c in CASES}
+assert len(BY_NAME) == len(CASES), "duplicate case names"
+
+
+def get(name: str) -> Case:
+    if name not in BY_NAME:
+        raise KeyError(f"no forward case {name!r}; forward_cases.py --list shows them")
+    return BY_NAME[name]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--list", action="store_true")
+    g.add_argument("--show", metavar="NAME")
+    ns = p.parse_args(argv)
+    if ns.list:
+        print("\n".join(c.name for c in CASES))
+        return 0
+    try:
+        c = get(ns.show)
+    except KeyError as e:
+        print(e.args[0], file=sys.stderr)
+        return 2
+    print(" ".join(c.make) if c.make else f"model={c.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

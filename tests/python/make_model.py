@@ -1,0 +1,546 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Writes small synthetic GGUF models (random weights, any shape) for tests.
+"""Write a synthetic GGUF model with random weights.
+
+    make_model.py OUT.gguf --arch llama|qwen2 [--n-embd 64 --n-layer 2
+        --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
+        [--experts 0 --experts-used 2] [--type TYPE] [--tied]
+        [--rope-theta 10000 --rope-scale-linear 1.0] [--seed 0]
+        [--vocab smollm2|tiny]
+
+Tensor names and metadata keys are those llama.cpp writes, so llama.cpp
+loads these files too (tests/python/validate_reference.py relies on it).
+
+Weight types (--type):
+  f32 f16 bf16              dense
+  q4_0 q4_1 q8_0            block of 32: every row length (n_embd,
+                            n_head * head_dim, n_ff) must be a multiple of 32
+  q4_k q5_k q6_k            super-block of 256: those row lengths must be
+                            multiples of 256 (e.g. --n-embd 256 --n-ff 512)
+  mix-q4_k_m                like llama.cpp's Q4_K_M: Q4_K everywhere, Q6_K for
+                            output.weight and for attn_v / ffn_down in the
+                            layers llama.cpp gives more bits; 256 rule as above
+Norm weights, biases and the MoE router (ffn_gate_inp) stay f32.
+
+gguf-py has no quantizer for the K-quants, so this file carries a simple
+reference one (quantize_k below): it is not optimal, but the bytes it writes
+decode, with gguf.quants.dequantize, to within a K-quant step of the input,
+which is all a forward-pass test needs (engine and reference read the same
+bytes).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+from gguf import LlamaFileType as FT
+
+QK_K = 256
+
+
+# --------------------------------------------------------------------------
+# K-quant reference quantizers. Layouts (per super-block of 256 values):
+#   Q4_K: d f16, dmin f16, scales[12] (8 x 6-bit scale, 8 x 6-bit min),
+#         qs[128] (4-bit);     x = d * sc[j] * q - dmin * m[j], j = sub-block of 32
+#   Q5_K: as Q4_K plus qh[32] (5th bit); q in 0..31
+#   Q6_K: ql[128], qh[64], scales[16] int8, d f16;
+#         x = d * sc[j] * (q - 32), j = sub-block of 16, q in 0..63
+# --------------------------------------------------------------------------
+
+def _f16(a: np.ndarray) -> np.ndarray:
+    """Round to f16 and back, so integer scales are fitted to the stored value."""
+    return a.astype(np.float16).astype(np.float32)
+
+
+def _affine_subblocks(x: np.ndarray, nmax: int):
+    # x: [nb, 8, 32] -> d, dmin: [nb]; sc, mn: [nb, 8] (0..63); q: [nb, 8, 32] (0..nmax)
+    lo = np.minimum(x.min(axis=-1), 0.0)          # the min is stored negated, >= 0
+    hi = np.maximum(x.max(axis=-1), lo)
+    scale = (hi - lo) / nmax
+    mins = -lo
+    d = _f16(scale.max(axis=-1) / 63.0)
+    dmin = _f16(mins.max(axis=-1) / 63.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0.0)
+        mn = np.where(dmin[:, None] > 0, np.rint(mins / dmin[:, None]), 0.0)
+    sc = np.clip(sc, 0, 63)
+    mn = np.clip(mn, 0, 63)
+    eff_scale = (d[:, None] * sc)[..., None]
+    eff_min = (dmin[:, None] * mn)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(eff_scale > 0, np.rint((x + eff_min) / eff_scale), 0.0)
+    q = np.clip(q, 0, nmax).astype(np.uint8)
+    return d, dmin, sc.astype(np.uint8), mn.astype(np.uint8), q
+
+
+def _pack_scales_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
+    # sc, mn: [nb, 8] 6-bit -> [nb, 12]; the inverse of Q4_K.get_scale_min
+    lo_sc, hi_sc = sc[:, :4], sc[:, 4:]
+    lo_mn, hi_mn = mn[:, :4], mn[:, 4:]
+    b0 = lo_sc | ((hi_sc >> 4) << 6)
+    b1 = lo_mn | ((hi_mn >> 4) << 6)
+    b2 = (hi_sc & 0x0F) | ((hi_mn & 0x0F) << 4)
+    return np.concatenate([b0, b1, b2], axis=1).astype(np.uint8)
+
+
+def _pack_nibbles_k4(q: np.ndarray) -> np.ndarray:
+    # q: [nb, 8, 32] -> [nb, 128]: byte l of chunk c = sub-block 2c (low) | 2c+1 (high)
+    nb = q.shape[0]
+    q = q.reshape(nb, 4, 2, 32) & 0x0F
+    return (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(nb, 128).astype(np.uint8)
+
+
+def _quantize_q4_k(blocks: np.ndarray) -> np.ndarray:
+    nb = blocks.shape[0]
+    d, dmin, sc, mn, q = _affine_subblocks(blocks.reshape(nb, 8, 32), 15)
+    return np.concatenate([
+        d.astype(np.float16).view(np.uint8).reshape(nb, 2),
+        dmin.astype(np.float16).view(np.uint8).reshape(nb, 2),
+        _pack_scales_k4(sc, mn),
+        _pack_nibbles_k4(q),
+    ], axis=1)
+
+
+def _quantize_q5_k(blocks: np.ndarray) -> np.ndarray:
+    nb = blocks.shape[0]
+    d, dmin, sc, mn, q = _affine_subblocks(blocks.reshape(nb, 8, 32), 31)
+    # qh[l] bit j = 5th bit of element l of sub-block j
+    high = ((q >> 4) & 1).astype(np.uint8)                       # [nb, 8, 32]
+    qh = np.zeros((nb, 32), dtype=np.uint8)
+    for j in range(8):
+        qh |= high[:, j, :] << j
+    return np.concatenate([
+        d.astype(np.float16).view(np.uint8).reshape(nb, 2),
+        dmin.astype(np.float16).view(np.uint8).reshape(nb, 2),
+        _pack_scales_k4(sc, mn),
+        qh,
+        _pack_nibbles_k4(q & 0x0F),
+    ], axis=1)
+
+
+def _quantize_q6_k(blocks: np.ndarray) -> np.ndarray:
+    nb = blocks.shape[0]
+    x = blocks.reshape(nb, 16, 16)
+    scale = np.abs(x).max(axis=-1) / 31.0                      # [nb, 16], q - 32 in -31..31
+    d = _f16(scale.max(axis=-1) / 127.0)                       # [nb]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0.0)
+    sc = np.clip(sc, -128, 127)
+    eff = (d[:, None] * sc)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(eff > 0, np.rint(x / eff), 0.0)
+    q = (np.clip(q, -32, 31) + 32).astype(np.uint8).reshape(nb, 256)
+    # ql: half h, byte l (0..63) = q[128h + l] (low) | q[128h + 64 + l] (high)
+    qr = q.reshape(nb, 2, 2, 64) & 0x0F
+    ql = (qr[:, :, 0, :] | (qr[:, :, 1, :] << 4)).reshape(nb, 128)
+    # qh: half h, byte l (0..31), bits 2s..2s+1 = top 2 bits of q[128h + 32s + l]
+    top = (q.reshape(nb, 2, 4, 32) >> 4) & 0x03
+    qh = np.zeros((nb, 2, 32), dtype=np.uint8)
+    for s in range(4):
+        qh |= top[:, :, s, :] << (2 * s)
+    return np.concatenate([
+        ql.astype(np.uint8),
+        qh.reshape(nb, 64),
+        sc.astype(np.int8).view(np.uint8),
+        d.astype(np.float16).view(np.uint8).reshape(nb, 2),
+    ], axis=1)
+
+
+_K_QUANTIZERS = {QT.Q4_K: _quantize_q4_k, QT.Q5_K: _quantize_q5_k, QT.Q6_K: _quantize_q6_k}
+
+
+def quantize(data: np.ndarray, qtype: QT) -> np.ndarray:
+    """Quantize along the last axis: gguf-py where it can, our K-quants otherwise."""
+    data = np.ascontiguousarray(data, dtype=np.float32)
+    if qtype not in _K_QUANTIZERS:
+        return gguf.quants.quantize(data, qtype)
+    if data.shape[-1] % QK_K != 0:
+        raise ValueError(f"{qtype.name}: row length {data.shape[-1]} is not a multiple of {QK_K}")
+    blocks = _K_QUANTIZERS[qtype](data.reshape(-1, QK_K))
+    out = blocks.reshape(*data.shape[:-1], data.shape[-1] // QK_K * blocks.shape[-1])
+    # our packing must decode, with gguf-py's dequantizer, to near the input
+    back = gguf.quants.dequantize(out, qtype)
+    nmse = float(((back - data) ** 2).sum() / max(float((data ** 2).sum()), 1e-30))
+    if nmse > 0.05:
+        raise AssertionError(f"{qtype.name} quantizer round trip NMSE {nmse:.3g} > 0.05")
+    return out
+
+
+# --------------------------------------------------------------------------
+# Model description
+# --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ModelConfig:
+    arch: str = "llama"
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128
+    n_ctx: int = 256
+    head_dim: int = 0                # 0 = auto: n_embd / n_head
+    n_expert: int = 0
+    n_expert_used: int = 2
+    wtype: str = "f32"
+    tied: bool = False
+    rope_theta: float = 10000.0
+    rope_scale_linear: float = 1.0
+    seed: int = 0
+    vocab: str = "tiny"
+    rms_eps: float = 1e-5
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.n_embd // self.n_head
+
+
+WEIGHT_TYPES = {
+    # name: (type of most 2-D weights, general.file_type)
+    "f32": (QT.F32, FT.ALL_F32),
+    "f16": (QT.F16, FT.MOSTLY_F16),
+    "bf16": (QT.BF16, FT.MOSTLY_BF16),
+    "q4_0": (QT.Q4_0, FT.MOSTLY_Q4_0),
+    "q4_1": (QT.Q4_1, FT.MOSTLY_Q4_1),
+    "q8_0": (QT.Q8_0, FT.MOSTLY_Q8_0),
+    "q4_k": (QT.Q4_K, FT.MOSTLY_Q4_K_S),
+    "q5_k": (QT.Q5_K, FT.MOSTLY_Q5_K_S),
+    "q6_k": (QT.Q6_K, FT.MOSTLY_Q6_K),
+    "mix-q4_k_m": (QT.Q4_K, FT.MOSTLY_Q4_K_M),
+}
+
+
+def _use_more_bits(i_layer: int, n_layer: int) -> bool:
+    # The layers llama.cpp's Q4_K_M gives Q6_K attn_v / ffn_down: the first and
+    # last eighth, and every third one between (half of a 2-layer model).
+    return (i_layer < n_layer // 8 or i_layer >= 7 * n_layer // 8
+            or (i_layer - n_layer // 8) % 3 == 2)
+
+
+def weight_type(cfg: ModelConfig, name: str, i_layer: int = -1) -> QT:
+    """GGML type of the 2-D/3-D weight `name` (a GGUF tensor name)."""
+    base, _ = WEIGHT_TYPES[cfg.wtype]
+    if cfg.wtype != "mix-q4_k_m":
+        return base
+    if name == "output.weight":
+        return QT.Q6_K
+    if re.search(r"\.(attn_v|ffn_down|ffn_down_exps)\.weight$", name) and \
+            _use_more_bits(i_layer, cfg.n_layer):
+        return QT.Q6_K
+    return QT.Q4_K
+
+
+def check_config(cfg: ModelConfig) -> None:
+    """Raise ValueError with an actionable message for shapes the format cannot hold."""
+    if cfg.arch not in ("llama", "qwen2"):
+        raise ValueError(f"--arch {cfg.arch}: only llama and qwen2 are supported")
+    if cfg.wtype not in WEIGHT_TYPES:
+        raise ValueError(f"--type {cfg.wtype}: choose one of {', '.join(WEIGHT_TYPES)}")
+    if cfg.n_head % cfg.n_head_kv != 0:
+        raise ValueError(f"--n-head {cfg.n_head} is not a multiple of --n-head-kv {cfg.n_head_kv}")
+    if cfg.hd % 2 != 0:
+        raise ValueError(f"head_dim {cfg.hd} must be even for RoPE")
+    if cfg.n_expert and cfg.arch != "llama":
+        raise ValueError("--experts needs --arch llama (Mixtral-style MoE)")
+    if cfg.n_expert and not 0 < cfg.n_expert_used <= cfg.n_expert:
+        raise ValueError(f"--experts-used {cfg.n_expert_used} must be in 1..{cfg.n_expert}")
+    types = {weight_type(cfg, "x"), weight_type(cfg, "output.weight")}
+    if cfg.wtype == "mix-q4_k_m":
+        types.add(QT.Q6_K)
+    rows = {"n_embd": cfg.n_embd, "n_head * head_dim": cfg.n_head * cfg.hd, "n_ff": cfg.n_ff}
+    for t in types:
+        block = gguf.GGML_QUANT_SIZES[t][0]
+        for what, n in rows.items():
+            if n % block != 0:
+                raise ValueError(
+                    f"--type {cfg.wtype}: {what} = {n} is not a multiple of the {t.name} "
+                    f"block size {block} (K-quants need multiples of 256, "
+                    f"e.g. --n-embd 256 --n-ff 512)")
+
+
+# --------------------------------------------------------------------------
+# Vocabularies
+# --------------------------------------------------------------------------
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character map used by byte-level BPE vocabularies."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_TINY_CORPUS = """\
+The quick brown fox jumps over the lazy dog. A model reads the text one token
+at a time and writes the next one. The capital of France is Paris, and the
+capital of Italy is Rome. There are many small models that run on a laptop;
+they are slower than the large ones on a server, but they are good enough for
+tests. What is the weather like today? It is sunny in the morning and it will
+rain in the evening. Please write a short story about a cat and a dog who live
+in the same house. Once upon a time there was a little girl who liked to read
+books in the garden. The engine loads the weights from the file, checks every
+size and offset, and then runs the layers in order: attention, then the feed
+forward network, then the next layer. Numbers like 1, 2, 3, 10, 42 and 2024
+appear in text too. Hello, world! How are you? I am fine, thank you. This is a
+test of the tokenizer, which should split words into pieces that it knows.
+"""
+
+_TINY_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def tiny_vocab(n_vocab: int = 512) -> dict:
+    """A byte-level BPE vocabulary in gpt2 format: 3 specials, 256 bytes, merges."""
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    b2u = bytes_to_unicode()
+    tokens = specials + [b2u[b] for b in range(256)]
+    known = set(tokens)
+    # word counts, each word a tuple of byte-level symbols (leading space kept, as GPT-2)
+    words = Counter(re.findall(r" ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+", _TINY_CORPUS))
+    seqs = {tuple(b2u[b] for b in w.encode("utf-8")): c for w, c in words.items()}
+    merges: list[str] = []
+    banned: set[tuple[str, str]] = set()
+    while len(tokens) < n_vocab:
+        pairs: Counter = Counter()
+        for seq, c in seqs.items():
+            for a, b in zip(seq, seq[1:]):
+                if (a, b) not in banned:
+                    pairs[(a, b)] += c
+        if not pairs:
+            raise RuntimeError("tiny vocab: corpus too small for the requested size")
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        if best[0] + best[1] in known:          # same string reached another way
+            banned.add(best)
+            continue
+        merges.append(f"{best[0]} {best[1]}")
+        tokens.append(best[0] + best[1])
+        known.add(tokens[-1])
+        new_seqs = {}
+        for seq, c in seqs.items():
+            out, i = [], 0
+            while i < len(seq):
+                if i + 1 < len(seq) and (seq[i], seq[i + 1]) == best:
+                    out.append(seq[i] + seq[i + 1])
+                    i += 2
+                else:
+                    out.append(seq[i])
+                    i += 1
+            new_seqs[tuple(out)] = new_seqs.get(tuple(out), 0) + c
+        seqs = new_seqs
+    types = [3] * len(specials) + [1] * (len(tokens) - len(specials))  # 3 control, 1 normal
+    return {"tokens": tokens, "token_type": types, "merges": merges}
+
+
+def write_tiny_vocab(w: gguf.GGUFWriter) -> int:
+    v = tiny_vocab()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")                 # same pre-tokenizer as the real SmolLM2
+    w.add_token_list(v["tokens"])
+    w.add_token_types(v["token_type"])
+    w.add_token_merges(v["merges"])
+    w.add_bos_token_id(1)                         # ids as SmolLM2: <|im_start|>, <|im_end|>
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_pad_token_id(2)
+    w.add_add_bos_token(False)
+    w.add_add_space_prefix(False)
+    w.add_chat_template(_TINY_CHAT_TEMPLATE)
+    return len(v["tokens"])
+
+
+def default_model_path() -> str:
+    import subprocess
+    script = Path(__file__).resolve().parents[2] / "scripts" / "default_model.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"default model not found: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def copy_smollm2_vocab(w: gguf.GGUFWriter) -> int:
+    """Copy every tokenizer.* key (chat template included) from the SmolLM2 GGUF."""
+    r = gguf.GGUFReader(default_model_path())
+    n_vocab = 0
+    for key, field in r.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        val = field.contents()
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, val, vtype, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, val, vtype)
+        if key == "tokenizer.ggml.tokens":
+            n_vocab = len(val)
+    return n_vocab
+
+
+# --------------------------------------------------------------------------
+# Weights and file
+# --------------------------------------------------------------------------
+
+def make_weights(cfg: ModelConfig, n_vocab: int) -> dict[str, np.ndarray]:
+    """Random float32 weights, numpy shapes (n_out, n_in) (GGUF ne = [n_in, n_out])."""
+    rng = np.random.default_rng(cfg.seed)
+    d, hd, ff, E = cfg.n_embd, cfg.hd, cfg.n_ff, cfg.n_expert
+
+    def lin(*shape: int, gain: float = 1.0) -> np.ndarray:
+        # std 1/sqrt(n_in): each projection keeps unit-scale activations
+        return (rng.standard_normal(shape) * gain / np.sqrt(shape[-1])).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    def bias(n: int) -> np.ndarray:
+        return (0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    w: dict[str, np.ndarray] = {}
+    # tied: the embedding is also the output head; std 4/sqrt(d) gives logits of std ~4
+    emb_std = 4.0 / np.sqrt(d) if cfg.tied else 1.0
+    w["token_embd.weight"] = (rng.standard_normal((n_vocab, d)) * emb_std).astype(np.float32)
+    for i in range(cfg.n_layer):
+        p = f"blk.{i}."
+        w[p + "attn_norm.weight"] = norm(d)
+        w[p + "attn_q.weight"] = lin(cfg.n_head * hd, d)
+        w[p + "attn_k.weight"] = lin(cfg.n_head_kv * hd, d)
+        w[p + "attn_v.weight"] = lin(cfg.n_head_kv * hd, d)
+        if cfg.arch == "qwen2":
+            w[p + "attn_q.bias"] = bias(cfg.n_head * hd)
+            w[p + "attn_k.bias"] = bias(cfg.n_head_kv * hd)
+            w[p + "attn_v.bias"] = bias(cfg.n_head_kv * hd)
+        w[p + "attn_output.weight"] = lin(d, cfg.n_head * hd, gain=0.5)
+        w[p + "ffn_norm.weight"] = norm(d)
+        if E:
+            w[p + "ffn_gate_inp.weight"] = lin(E, d, gain=2.0)
+            w[p + "ffn_gate_exps.weight"] = lin(E, ff, d)
+            w[p + "ffn_up_exps.weight"] = lin(E, ff, d)
+            w[p + "ffn_down_exps.weight"] = lin(E, d, ff, gain=0.5)
+        else:
+            w[p + "ffn_gate.weight"] = lin(ff, d)
+            w[p + "ffn_up.weight"] = lin(ff, d)
+            w[p + "ffn_down.weight"] = lin(d, ff, gain=0.5)
+    w["output_norm.weight"] = norm(d)
+    if not cfg.tied:
+        w["output.weight"] = lin(n_vocab, d, gain=4.0)
+    return w
+
+
+def _layer_of(name: str) -> int:
+    m = re.match(r"blk\.(\d+)\.", name)
+    return int(m.group(1)) if m else -1
+
+
+def write_model(path: str | Path, cfg: ModelConfig) -> None:
+    check_config(cfg)
+    arch = cfg.arch
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"basalt-synthetic-{arch}-{cfg.wtype}")
+    w.add_file_type(int(WEIGHT_TYPES[cfg.wtype][1]))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_block_count(cfg.n_layer)
+    w.add_context_length(cfg.n_ctx)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(cfg.n_head)
+    w.add_head_count_kv(cfg.n_head_kv)
+    if cfg.hd != cfg.n_embd // cfg.n_head:      # llama.cpp's default is n_embd / n_head
+        w.add_key_length(cfg.hd)
+        w.add_value_length(cfg.hd)
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_theta)
+    w.add_rope_dimension_count(cfg.hd)
+    if cfg.rope_scale_linear != 1.0:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(cfg.rope_scale_linear)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+    n_vocab = copy_smollm2_vocab(w) if cfg.vocab == "smollm2" else write_tiny_vocab(w)
+    w.add_vocab_size(n_vocab)
+
+    for name, data in make_weights(cfg, n_vocab).items():
+        if data.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
+            w.add_tensor(name, data)                          # f32
+            continue
+        qtype = weight_type(cfg, name, _layer_of(name))
+        if qtype == QT.F32:
+            w.add_tensor(name, data)
+        elif qtype == QT.F16:
+            w.add_tensor(name, data.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1])
+    p.add_argument("--arch", choices=["llama", "qwen2"], default="llama")
+    p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--n-layer", type=int, default=2)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-head-kv", type=int, default=2)
+    p.add_argument("--n-ff", type=int, default=128)
+    p.add_argument("--n-ctx", type=int, default=256)
+    p.add_argument("--head-dim", default="auto", help="auto = n_embd / n_head")
+    p.add_argument("--experts", type=int, default=0, help="MoE expert count (0 = dense)")
+    p.add_argument("--experts-used", type=int, default=2)
+    p.add_argument("--type", dest="wtype", choices=list(WEIGHT_TYPES), default="f32")
+    p.add_argument("--tied", action="store_true", help="no output.weight: reuse token_embd")
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--rope-scale-linear", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab", choices=["tiny", "smollm2"], default="tiny")
+    return p
+
+
+def config_from_args(ns: argparse.Namespace) -> ModelConfig:
+    return ModelConfig(
+        arch=ns.arch, n_embd=ns.n_embd, n_layer=ns.n_layer, n_head=ns.n_head,
+        n_head_kv=ns.n_head_kv, n_ff=ns.n_ff, n_ctx=ns.n_ctx,
+        head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
+        n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
+        rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, seed=ns.seed,
+        vocab=ns.vocab)
+
+
+def parse_config(argv: list[str]) -> ModelConfig:
+    """ModelConfig from make_model options (without OUT), as check_forward --make passes them."""
+    return config_from_args(build_parser().parse_args(argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    p.add_argument("out", help="output .gguf path")
+    ns = p.parse_args(argv)
+    try:
+        write_model(ns.out, config_from_args(ns))
+    except ValueError as e:
+        print(f"make_model: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# An independent numpy forward pass (llama, qwen2, Mixtral-style MoE) over a GGUF file.
+"""Reference logits for a GGUF model, computed in float64 numpy.
+
+    reference_forward.py MODEL.gguf --tokens 1,2,3 --out LOGITS.npy
+
+or, from Python: forward(path, tokens) -> float32 array [n_tokens, n_vocab].
+
+Weights are read with gguf.GGUFReader and dequantized with
+gguf.quants.dequantize; all arithmetic is float64, so the only error left is
+the weights' own quantization, which the engine sees too.
+
+GGUF conventions used here (checked against llama.cpp, see
+validate_reference.py):
+  - a weight with GGUF shape ne = [n_in, n_out] is a numpy array (n_out, n_in)
+    after dequantize, and y = W @ x; 3-D expert weights ne = [n_in, n_out, E]
+    are (E, n_out, n_in).
+  - RoPE: llama rotates adjacent pairs (x[2i], x[2i+1]) ("normal"; the HF
+    converter permutes Q/K rows for that), qwen2 rotates (x[i], x[i + n/2])
+    ("NeoX"). theta_i = base^(-2i/n_rot); linear scaling divides positions.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import gguf
+
+# rope ordering per architecture: False = adjacent pairs, True = NeoX halves
+ROPE_NEOX = {"llama": False, "qwen2": True}
+
+
+class Model:
+    """Metadata and lazily dequantized tensors of one GGUF file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.reader = gguf.GGUFReader(path)
+        self.tensors = {t.name: t for t in self.reader.tensors}
+        self.arch = self.meta("general.architecture")
+        if self.arch not in ROPE_NEOX:
+            raise ValueError(f"{path}: architecture {self.arch!r} is not supported "
+                             f"(supported: {', '.join(ROPE_NEOX)})")
+        a = self.arch
+        self.n_layer = self.meta(f"{a}.block_count")
+        self.n_embd = self.meta(f"{a}.embedding_length")
+        self.n_head = self.meta(f"{a}.attention.head_count")
+        self.n_head_kv = self.meta(f"{a}.attention.head_count_kv", self.n_head)
+        self.head_dim = self.meta(f"{a}.attention.key_length", self.n_embd // self.n_head)
+        self.n_rot = self.meta(f"{a}.rope.dimension_count", self.head_dim)
+        self.eps = self.meta(f"{a}.attention.layer_norm_rms_epsilon")
+        self.rope_base = self.meta(f"{a}.rope.freq_base", 10000.0)
+        self.rope_scale = 1.0
+        scaling = self.meta(f"{a}.rope.scaling.type", "none")
+        if scaling == "linear":
+            self.rope_scale = self.meta(f"{a}.rope.scaling.factor", 1.0)
+        elif scaling != "none":
+            raise ValueError(f"{path}: rope scaling {scaling!r} is not supported")
+        self.n_expert = self.meta(f"{a}.expert_count", 0)
+        self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
+        self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+
+    def meta(self, key: str, default=None):
+        field = self.reader.get_field(key)
+        if field is None:
+            if default is None:
+                raise KeyError(f"{self.path}: metadata key {key} is missing")
+            return default
+        return field.contents()
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def get(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Tensor as float64, numpy shape = reversed GGUF ne; rows: pick rows first."""
+        t = self.tensors.get(name)
+        if t is None:
+            raise KeyError(f"{self.path}: tensor {name} is missing")
+        data = t.data if rows is None else t.data[rows]
+        x = gguf.quants.dequantize(np.ascontiguousarray(data), t.tensor_type)
+        shape = tuple(int(n) for n in reversed(t.shape))
+        if rows is not None:
+            shape = (len(rows),) + shape[1:]
+        return x.reshape(shape).astype(np.float64)
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    # x: [n_tok, d]
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float,
+         neox: bool) -> np.ndarray:
+    # x: [n_tok, n_heads, head_dim]; rotates the first n_rot dims of each head
+    half = n_rot // 2
+    theta = base ** (-2.0 * np.arange(half) / n_rot)              # [half]
+    ang = (pos / scale)[:, None] * theta[None, :]                  # [n_tok, half]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    out = x.copy()
+    if neox:
+        a, b = x[..., :half], x[..., half:n_rot]
+        out[..., :half] = a * cos - b * sin
+        out[..., half:n_rot] = a * sin + b * cos
+    else:
+        a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+        out[..., 0:n_rot:2] = a * cos - b * sin
+        out[..., 1:n_rot:2] = a * sin + b * cos
+    return out
+
+
+def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    # h: [n_tok, d] (normed) -> [n_tok, d]
+    p = f"blk.{i}."
+    n_tok, hd = h.shape[0], m.head_dim
+
+    def proj(name: str) -> np.ndarray:
+        y = h @ m.get(p + name + ".weight").T                     # W (n_out, d) @ h
+        if m.has(p + name + ".bias"):
+            y = y + m.get(p + name + ".bias")
+        return y
+
+    q = proj("attn_q").reshape(n_tok, m.n_head, hd)
+    k = proj("attn_k").reshape(n_tok, m.n_head_kv, hd)
+    v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
+    neox = ROPE_NEOX[m.arch]
+    q = rope(q, pos, m.n_rot, m.rope_base, m.rope_scale, neox)
+    k = rope(k, pos, m.n_rot, m.rope_base, m.rope_scale, neox)
+    group = m.n_head // m.n_head_kv                                # query heads per kv head
+    k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)         # [n_head, n_tok, n_tok]
+    causal = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)
+    scores[:, causal] = -np.inf
+    out = np.einsum("hqk,khd->qhd", softmax(scores), v).reshape(n_tok, m.n_head * hd)
+    return out @ m.get(p + "attn_output.weight").T
+
+
+def router_margin(logits: np.ndarray, k: int) -> np.ndarray:
+    """Per token: gap between the k-th and (k+1)-th router logit / rms of all logits.
+
+    A small margin is a near-tie the reference cannot decide: an engine within
+    its error bound may route that token to either expert."""
+    z = np.sort(logits, axis=-1)[:, ::-1]                          # [n_tok, E] descending
+    if k >= z.shape[1]:
+        return np.full(z.shape[0], np.inf)
+    return (z[:, k - 1] - z[:, k]) / np.sqrt(np.mean(logits * logits))
+
+
+def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarray:
+    # h: [n_tok, d] (normed) -> [n_tok, d]; SwiGLU: down(silu(gate h) * up h)
+    p = f"blk.{i}."
+    if not m.has(p + "ffn_gate_inp.weight"):
+        g = h @ m.get(p + "ffn_gate.weight").T
+        u = h @ m.get(p + "ffn_up.weight").T
+        return (silu(g) * u) @ m.get(p + "ffn_down.weight").T
+    # MoE: softmax over all experts, keep top k, renormalize the k weights
+    logits = h @ m.get(p + "ffn_gate_inp.weight").T                # [n_tok, E]
+    if trace is not None:
+        margin = router_margin(logits, m.n_expert_used)
+        trace["router_margin"] = np.minimum(trace.get("router_margin", margin), margin)
+    probs = softmax(logits)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :m.n_expert_used]
+    gate = m.get(p + "ffn_gate_exps.weight")                       # [E, n_ff, d]
+    up = m.get(p + "ffn_up_exps.weight")                           # [E, n_ff, d]
+    down = m.get(p + "ffn_down_exps.weight")                       # [E, d, n_ff]
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        w = probs[t, top[t]]
+        w = w / w.sum()
+        for e, we in zip(top[t], w):
+            y = silu(gate[e] @ h[t]) * (up[e] @ h[t])
+            out[t] += we * (down[e] @ y)
+    return out
+
+
+def forward_model(m: Model, tokens: list[int], trace: dict | None = None) -> np.ndarray:
+    """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1.
+
+    trace, if given, receives "router_margin": [n_tokens], the smallest
+    router_margin over the MoE layers (absent for dense models)."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    if ids.size == 0:
+        raise ValueError("no tokens")
+    if ids.min() < 0 or ids.max() >= m.n_vocab:
+        raise ValueError(f"token id out of range 0..{m.n_vocab - 1}: {ids.min()}..{ids.max()}")
+    pos = np.arange(len(ids), dtype=np.float64)
+    x = m.get("token_embd.weight", rows=ids)                      # [n_tok, d]
+    for i in range(m.n_layer):
+        p = f"blk.{i}."
+        x = x + attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos)
+        x = x + ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace)
+    x = rms_norm(x, m.get("output_norm.weight"), m.eps)
+    head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied
+    return (x @ m.get(head).T).astype(np.float32)
+
+
+def forward(path: str, tokens: list[int]) -> np.ndarray:
+    return forward_model(Model(path), tokens)
+
+
+def parse_tokens(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--tokens wants comma-separated ids, got {text!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("model")
+    p.add_argument("--tokens", type=parse_tokens, required=True, help="e.g. 1,2,3")
+    p.add_argument("--out", required=True, help="output .npy, float32 [n_tokens, n_vocab]")
+    ns = p.parse_args(argv)
+    try:
+        logits = forward(ns.model, ns.tokens)
+    except (ValueError, KeyError) as e:
+        print(f"reference_forward: {e}", file=sys.stderr)
+        return 2
+    np.save(ns.out, logits)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

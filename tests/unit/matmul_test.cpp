@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+// Every matmul kernel variant (format x ISA) against the scalar reference, on
+// odd shapes: rows not a multiple of the tile, 1 to 17 tokens, long rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cpu/matmul.h"
+#include "quant/half.h"
+
+namespace basalt {
+namespace {
+
+struct Format {
+  const char* name;
+  WeightFormat format;
+  int bits;
+  QaScales scales;
+};
+
+const Format kFormats[] = {
+    {"f32", WeightFormat::f32, 0, QaScales::f16_sym},       {"f16", WeightFormat::f16, 0, QaScales::f16_sym},
+    {"bf16", WeightFormat::bf16, 0, QaScales::f16_sym},     {"q4_0", WeightFormat::qa, 4, QaScales::f16_sym},
+    {"q4_1", WeightFormat::qa, 4, QaScales::f16_affine},    {"q8_0", WeightFormat::qa, 8, QaScales::f16_sym},
+    {"q4_k", WeightFormat::qa, 4, QaScales::kquant},        {"q5_k", WeightFormat::qa, 5, QaScales::kquant},
+    {"q6_k", WeightFormat::qa, 6, QaScales::q6k},
+};
+
+void put_f16(uint8_t* p, float v) {
+  uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// A weight with random contents in the engine layout of the given format.
+Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Weight w;
+  w.name = f.name;
+  w.format = f.format;
+  w.bits = f.bits;
+  w.scales = f.scales;
+  w.rows = rows;
+  w.cols = cols;
+  std::uniform_real_distribution<float> u(-1, 1);
+  if (f.format != WeightFormat::qa) {
+    w.row_bytes = cols * (f.format == WeightFormat::f32 ? 4 : 2);
+    w.owned = aligned_alloc_bytes(w.total_bytes());
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = u(rng);
+      if (f.format == WeightFormat::f32) std::memcpy(w.owned.get() + 4 * i, &v, 4);
+      else if (f.format == WeightFormat::f16) put_f16(w.owned.get() + 2 * i, v);
+      else {
+        uint16_t b = f32_to_bf16(v);
+        std::memcpy(w.owned.get() + 2 * i, &b, 2);
+      }
+    }
+  } else {
+    const size_t qb = w.quant_bytes(), sb = qa_scale_bytes(f.scales, cols);
+    w.row_bytes = qb + sb;
+    w.owned = aligned_alloc_bytes(w.total_bytes());
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* row = w.owned.get() + r * w.row_bytes;
+      for (size_t i = 0; i < qb; ++i) row[i] = static_cast<uint8_t>(rng());
+      uint8_t* s = row + qb;
+      switch (f.scales) {
+        case QaScales::f16_sym:
+          for (int64_t g = 0; g < cols / 32; ++g) put_f16(s + 2 * g, 0.05f * u(rng));
+          break;
+        case QaScales::f16_affine:
+          for (int64_t g = 0; g < cols / 32; ++g) put_f16(s + 4 * g, 0.05f * u(rng)), put_f16(s + 4 * g + 2, 0.3f * u(rng));
+          break;
+        case QaScales::kquant:
+          for (int64_t g = 0; g < cols / 256; ++g) {
+            put_f16(s + 20 * g, 0.01f * std::fabs(u(rng))), put_f16(s + 20 * g + 2, 0.01f * std::fabs(u(rng)));
+            for (int j = 4; j < 20; ++j) s[20 * g + j] = static_cast<uint8_t>(rng() % 64);
+          }
+          break;
+        case QaScales::q6k:
+          for (int64_t g = 0; g < cols / 256; ++g) {
+            put_f16(s + 18 * g, 0.002f * std::fabs(u(rng)));
+            for (int j = 2; j < 18; ++j) s[18 * g + j] = static_cast<uint8_t>(rng() % 256);
+          }
+          break;
+      }
+    }
+  }
+  w.data = w.owned.get();
+  return w;
+}
+
+TEST(Matmul, EveryVariantMatchesReference) {
+  std::mt19937 rng(42);
+  int checked = 0;
+  for (const Format& f : kFormats) {
+    const bool k_type = f.scales == QaScales::kquant || f.scales == QaScales::q6k;
+    for (int64_t cols : {32, 96, 256, 768, 4096}) {
+      if (k_type && cols % 256) continue;
+      for (int64_t rows : {1, 15, 33}) {
+        Weight w = random_weight(f, rows, cols, rng);
+        for (int64_t n_tok : {1, 2, 3, 5, 8, 17}) {
+          std::vector<float> x(static_cast<size_t>(n_tok * cols));
+          std::normal_distribution<float> nd(0, 1);
+          for (float& v : x) v = nd(rng);
+          QuantizedActs xq;
+          quantize_activations(x.data(), n_tok, cols, xq);
+          std::vector<float> ref(static_cast<size_t>(n_tok * rows)), got(ref.size());
+          kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), rows, 0, rows});
+          double ref_norm = 0;
+          for (float v : ref) ref_norm = std::max(ref_norm, std::fabs(static_cast<double>(v)));
+          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+            if (!cpu_supports(isa)) {
+              std::printf("[ note ] %s kernels not tested: this CPU lacks them\n", isa_name(isa));
+              continue;
+            }
+            std::fill(got.begin(), got.end(), NAN);
+            matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
+            double worst = 0;
+            for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+            EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
+                << f.name << " " << isa_name(isa) << " rows " << rows << " cols " << cols << " tokens " << n_tok;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+// The integer path must agree with the float definition of the format within
+// what int8 activations lose.
+TEST(Matmul, QuantizedMatchesDequantizedFloat) {
+  std::mt19937 rng(7);
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    const int64_t rows = 8, cols = 512;
+    Weight w = random_weight(f, rows, cols, rng);
+    std::vector<float> x(cols);
+    std::normal_distribution<float> nd(0, 1);
+    for (float& v : x) v = nd(rng);
+    QuantizedActs xq;
+    quantize_activations(x.data(), 1, cols, xq);
+    std::vector<float> y(rows), row(cols);
+    matmul({&w, x.data(), &xq, 1, y.data(), rows, 0, rows}, Isa::scalar);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(w, r, row.data());
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < cols; ++i) exact += static_cast<double>(row[i]) * x[i], mag += std::fabs(row[i] * x[i]);
+      EXPECT_NEAR(y[r], exact, 0.02 * mag) << f.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace basalt

