@@ -66,12 +66,12 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     list.push_back(jinja::Value::dict(std::move(d)));
   }
   jinja::DictData ctx;
-  ctx.set(str("messages"), jinja::Value::list(std::move(list)));
   ctx.set(str("tools"), jinja::Value::none());
   ctx.set(str("documents"), jinja::Value::none());
   ctx.set(str("add_generation_prompt"), jinja::Value::boolean(add_generation_prompt));
   ctx.set(str("bos_token"), str(bos_token_));
   ctx.set(str("eos_token"), str(eos_token_));
+  ctx.set(str("messages"), jinja::Value::list(std::move(list)));
   return render_context(std::move(ctx));
 }
 
@@ -80,14 +80,18 @@ std::string ChatTemplate::render_json(const nlohmann::ordered_json& messages, bo
   if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
   if (!extra.is_null() && !extra.is_object()) throw Error("chat template: extra variables must be a JSON object");
   jinja::DictData ctx;
-  ctx.set(str("messages"), json_to_value(messages));
   ctx.set(str("tools"), jinja::Value::none());
   ctx.set(str("documents"), jinja::Value::none());
   ctx.set(str("add_generation_prompt"), jinja::Value::boolean(add_generation_prompt));
   ctx.set(str("bos_token"), str(bos_token_));
   ctx.set(str("eos_token"), str(eos_token_));
-  if (extra.is_object())
-    for (auto it = extra.begin(); it != extra.end(); ++it) ctx.set(str(it.key()), json_to_value(it.value()));
+  try {
+    ctx.set(str("messages"), json_to_value(messages));
+    if (extra.is_object())
+      for (auto it = extra.begin(); it != extra.end(); ++it) ctx.set(str(it.key()), json_to_value(it.value()));
+  } catch (const jinja::Fault& f) {
+    throw Error(std::string("chat template: the messages or variables passed: ") + f.what());
+  }
   return render_context(std::move(ctx));
 }
 

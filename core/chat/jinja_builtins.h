@@ -40,6 +40,7 @@ struct BuildLimits {
 };
 void set_build_limits(const BuildLimits& limits);  // for the current thread's render
 const BuildLimits& build_limits();
+void check_size(size_t bytes);  // a Fault past max_bytes
 
 // obj.name and obj[key], with Jinja's rules: a missing key or attribute is
 // undefined; reading from an undefined value is a Fault.
@@ -53,6 +54,9 @@ std::vector<Value> iterate(const Value& v);
 // + - * / // % ** ~ on two values; -x.
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 Value negate(const Value& v);
+// s.name as a bound method of a string (Markup's when s is |safe), or
+// undefined when str has no such method.
+Value str_method(const Value& s, const std::string& name);
 // Python's str methods used outside method calls.
 std::string str_upper(const std::string& s);
 std::string str_lower(const std::string& s);

@@ -104,7 +104,13 @@ class Renderer {
           if (!target || !target->is_namespace())
             fail(s.pos, "cannot set '" + s.targets[0] + "." + s.attr + "': '" + s.targets[0] +
                             "' is not a namespace() object");
-          target->ns().set(Value::string(s.attr), std::move(v));
+          if (v.reaches(target->identity()))
+            fail(s.pos, "cannot store the namespace '" + s.targets[0] + "' inside itself");
+          try {
+            target->ns().set(Value::string(s.attr), std::move(v));
+          } catch (...) {
+            rethrow(s.pos);
+          }
         } else {
           bind(s.targets, v, f, s.pos);
         }

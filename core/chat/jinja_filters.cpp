@@ -104,6 +104,7 @@ Value f_center(const Value& in, CallArgs& c) {
 
 Value f_indent(const Value& in, CallArgs& c) {
   Args a(c, "filter 'indent'", {"width", "first", "blank"});
+  if (!in.is_string()) throw Fault(std::string("filter 'indent' expects a string, got ") + type_name(in));
   std::string ind = a.has(0) && a.get(0).is_string() ? a.get(0).str() : std::string(static_cast<size_t>(std::max<int64_t>(0, a.integer(0, 4))), ' ');
   bool first = a.boolean(1, false), blank = a.boolean(2, false);
   Value lines = call_method(Value::string(to_str(in) + "\n"), "splitlines");
@@ -136,7 +137,14 @@ Value f_safe(const Value& in, CallArgs& c) {
 
 Value f_wordcount(const Value& in, CallArgs& c) {
   Args a(c, "filter 'wordcount'", {});
-  return Value::integer(static_cast<int64_t>(call_method(Value::string(to_str(in)), "split").list().items.size()));
+  int64_t n = 0;  // runs of \w characters, as Jinja's regex counts them
+  bool in_word = false;
+  for (char32_t ch : utf8_decode(to_str(in))) {
+    bool w = ch == '_' || (ch >= '0' && ch <= '9') || (ch | 0x20) - 'a' < 26u || (ch >= 0x80 && !is_py_space(ch));
+    if (w && !in_word) ++n;
+    in_word = w;
+  }
+  return Value::integer(n);
 }
 
 Value f_string(const Value& in, CallArgs& c) {
@@ -148,6 +156,7 @@ Value f_string(const Value& in, CallArgs& c) {
 
 Value f_int(const Value& in, CallArgs& c) {
   Args a(c, "filter 'int'", {"default", "base"});
+  if (in.is_undefined()) throw Fault(in.undefined_hint().empty() ? "filter 'int' of an undefined value" : in.undefined_hint());
   Value dflt = a.has(0) ? a.get(0) : Value::integer(0);
   if (in.is_int() || in.is_bool()) return Value::integer(in.as_int());
   if (in.is_float()) {
@@ -171,6 +180,7 @@ Value f_int(const Value& in, CallArgs& c) {
 
 Value f_float(const Value& in, CallArgs& c) {
   Args a(c, "filter 'float'", {"default"});
+  if (in.is_undefined()) throw Fault(in.undefined_hint().empty() ? "filter 'float' of an undefined value" : in.undefined_hint());
   Value dflt = a.has(0) ? a.get(0) : Value::number(0.0);
   if (in.is_number()) return Value::number(in.as_float());
   if (!in.is_string()) return dflt;
@@ -197,6 +207,7 @@ Value f_round(const Value& in, CallArgs& c) {
   if (method == "floor") return Value::number(std::floor(x * scale) / scale);
   if (method == "ceil") return Value::number(std::ceil(x * scale) / scale);
   if (method != "common") a.fail("method must be 'common', 'ceil' or 'floor'");
+  if (!in.is_float() && p >= 0) return Value::integer(in.as_int());  // Python's round(int, n) is the int
   char buf[512];
   std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(p, 0, 300)), x);  // round half even
   return Value::number(std::strtod(buf, nullptr));
@@ -475,22 +486,16 @@ bool t_sameas(const Value& v, CallArgs& c) {
   return v.identity() == o.identity();
 }
 
-int64_t int_operand(const Value& v, const char* test) {
-  if (!v.is_int() && !v.is_bool()) throw Fault(std::string("test '") + test + "' expects an integer, got " + type_name(v));
-  return v.as_int();
-}
-
-bool t_odd(const Value& v, CallArgs&) { return int_operand(v, "odd") % 2 != 0; }
-bool t_even(const Value& v, CallArgs&) { return int_operand(v, "even") % 2 == 0; }
-
+// As Jinja: value % 2 == 1, value % 2 == 0, value % n == 0.
+bool t_odd(const Value& v, CallArgs&) { return equals(binary_op("%", v, Value::integer(2)), Value::integer(1)); }
+bool t_even(const Value& v, CallArgs&) { return equals(binary_op("%", v, Value::integer(2)), Value::integer(0)); }
 bool t_divisibleby(const Value& v, CallArgs& c) {
-  int64_t n = int_operand(test_arg(c, "divisibleby"), "divisibleby");
-  if (n == 0) throw Fault("test 'divisibleby': division by zero");
-  return int_operand(v, "divisibleby") % n == 0;
+  return equals(binary_op("%", v, test_arg(c, "divisibleby")), Value::integer(0));
 }
 
-bool t_lower(const Value& v, CallArgs&) { return v.is_string() && call_method(v, "islower").truthy(); }
-bool t_upper(const Value& v, CallArgs&) { return v.is_string() && call_method(v, "isupper").truthy(); }
+// As Jinja: str(value).islower().
+bool t_lower(const Value& v, CallArgs&) { return call_method(Value::string(to_str(v)), "islower").truthy(); }
+bool t_upper(const Value& v, CallArgs&) { return call_method(Value::string(to_str(v)), "isupper").truthy(); }
 bool t_filter(const Value& v, CallArgs&) { return v.is_string() && find_filter(v.str()) != nullptr; }
 bool t_test(const Value& v, CallArgs&) { return v.is_string() && find_test(v.str()) != nullptr; }
 

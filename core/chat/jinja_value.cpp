@@ -16,7 +16,47 @@ const Value* DictData::find(const Value& key) const {
   return nullptr;
 }
 
+namespace {
+
+template <typename Data>
+void account(Data& d, const Value& child) {
+  d.depth = std::max(d.depth, child.depth() + 1);
+  d.has_namespace = d.has_namespace || child.holds_namespace();
+  if (d.depth > kMaxValueDepth)
+    throw Fault("a value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
+}
+
+}  // namespace
+
+int Value::depth() const {
+  if (kind_ == Kind::kList) return list().depth;
+  if (kind_ == Kind::kDict || kind_ == Kind::kNamespace) return dict().depth;
+  return 0;
+}
+
+bool Value::holds_namespace() const {
+  if (kind_ == Kind::kNamespace) return true;
+  if (kind_ == Kind::kList) return list().has_namespace;
+  if (kind_ == Kind::kDict) return dict().has_namespace;
+  return false;
+}
+
+bool Value::reaches(const void* target, int depth) const {
+  if (!holds_namespace() || depth > kMaxValueDepth) return false;
+  if (identity() == target) return true;
+  if (kind_ == Kind::kList) {
+    for (const Value& v : list().items)
+      if (v.reaches(target, depth + 1)) return true;
+    return false;
+  }
+  for (const auto& kv : dict().items)
+    if (kv.first.reaches(target, depth + 1) || kv.second.reaches(target, depth + 1)) return true;
+  return false;
+}
+
 void DictData::set(const Value& key, Value value) {
+  account(*this, key);
+  account(*this, value);
   for (auto& kv : items)
     if (equals(kv.first, key)) {
       kv.second = std::move(value);
@@ -66,9 +106,13 @@ Value Value::string(std::string s) {
 }
 
 Value Value::list(std::vector<Value> items, Seq seq) {
+  auto data = std::make_shared<ListData>();
+  data->items = std::move(items);
+  data->seq = seq;
+  for (const Value& item : data->items) account(*data, item);
   Value v;
   v.kind_ = Kind::kList;
-  v.p_ = std::make_shared<ListData>(ListData{std::move(items), seq});
+  v.p_ = std::move(data);
   return v;
 }
 
@@ -79,6 +123,12 @@ Value Value::markup(std::string s) {
 }
 
 Value Value::dict(DictData d) {
+  d.depth = 1;
+  d.has_namespace = false;
+  for (const auto& kv : d.items) {
+    account(d, kv.first);
+    account(d, kv.second);
+  }
   Value v;
   v.kind_ = Kind::kDict;
   v.p_ = std::make_shared<DictData>(std::move(d));
@@ -353,7 +403,7 @@ void json_value(std::string& out, const Value& v, const JsonStyle& st, int depth
 std::string to_repr(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return "Undefined";
-    case Value::Kind::kString: return repr_string(v.str());
+    case Value::Kind::kString: return v.is_markup() ? "Markup(" + repr_string(v.str()) + ")" : repr_string(v.str());
     case Value::Kind::kList: {
       const auto& l = v.list();
       if (l.seq == Seq::kGenerator) throw Fault("cannot print a generator (the result of select, map...): add |list");

@@ -33,15 +33,23 @@ class Value;
 // dict.items()/keys()/values() return views.
 enum class Seq : uint8_t { kList, kTuple, kGenerator, kDictItems, kDictKeys, kDictValues };
 
+// Lists and dicts nest at most this deep, so that printing, comparing and
+// freeing them cannot exhaust the stack.
+constexpr int kMaxValueDepth = 512;
+
 struct ListData {
   std::vector<Value> items;
   Seq seq = Seq::kList;
+  int depth = 1;             // 1 + the deepest item's depth
+  bool has_namespace = false;  // some item is or holds a namespace()
   bool indexable() const { return seq == Seq::kList || seq == Seq::kTuple; }
 };
 
 // A dict keeps insertion order, as Python's does.
 struct DictData {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;
+  bool has_namespace = false;
   const Value* find(const Value& key) const;
   void set(const Value& key, Value value);
 };
@@ -101,6 +109,10 @@ class Value {
   const Function& fn() const { return *static_cast<const Function*>(p_.get()); }
   const std::string& undefined_hint() const;
   const void* identity() const { return p_.get(); }
+  int depth() const;             // 0 for a scalar
+  bool holds_namespace() const;  // is or contains a namespace()
+  // Whether `target` (a namespace) can be reached from this value.
+  bool reaches(const void* target, int depth = 0) const;
 
  private:
   Kind kind_ = Kind::kUndefined;

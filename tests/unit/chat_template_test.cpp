@@ -222,6 +222,16 @@ TEST(ChatTemplateLimits, DeepNestingIsAnError) {
   EXPECT_NE(render_error(nots + "x }}").find("too deeply"), std::string::npos);
 }
 
+TEST(ChatTemplateLimits, DeepValuesAndCyclesAreErrors) {
+  std::string msg = render_error(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}");
+  EXPECT_NE(msg.find("levels deep"), std::string::npos) << msg;
+  msg = render_error("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}");
+  EXPECT_NE(msg.find("inside itself"), std::string::npos) << msg;
+  msg = render_error("{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = {'k': b} %}");
+  EXPECT_NE(msg.find("inside itself"), std::string::npos) << msg;
+}
+
 TEST(ChatTemplateLimits, HugeLoopIsStopped) {
   auto start = std::chrono::steady_clock::now();
   std::string msg = render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}");

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// The basalt command as a user meets it: output, exit codes, and one clear
+// error line for bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/unit/gguf_builder.h"
+#include "tests/unit/test_paths.h"
+
+namespace basalt {
+namespace {
+
+struct Result {
+  int rc;
+  std::string out;  // stdout and stderr together
+};
+
+Result basalt_cmd(const std::string& args, const std::string& stdin_text = "") {
+  std::string cmd = std::string(BASALT_BIN_DIR) + "/basalt " + args + " 2>&1";
+  if (!stdin_text.empty()) cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
+  else cmd += " </dev/null";
+  Result r;
+  r.rc = test::run_command(cmd, &r.out);
+  return r;
+}
+
+std::string model_arg() { return "-m " + test::smollm2_path(); }
+
+TEST(Cli, InfoDescribesTheModel) {
+  Result r = basalt_cmd("info " + test::smollm2_path());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* s : {"architecture    llama", "layers          30", "Q4_1", "qa4/f16_affine", "vocabulary      49152", "KV cache"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(Cli, GreedyRunIsDeterministicAndReportsSpeed) {
+  Result a = basalt_cmd("run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0");
+  Result b = basalt_cmd("run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  EXPECT_NE(a.out.find("Paris"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("tokens/s"), std::string::npos) << a.out;
+  auto text = [](const std::string& s) { return s.substr(0, s.find("basalt: prefill")); };
+  EXPECT_EQ(text(a.out.substr(a.out.find('\n') + 1)), text(b.out.substr(b.out.find('\n') + 1)));
+}
+
+TEST(Cli, SameSeedSameSample) {
+  const std::string args = "run " + model_arg() + " -p 'Once upon a time' -n 12 --temp 1.0 --seed ";
+  Result a = basalt_cmd(args + "7"), b = basalt_cmd(args + "7");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  auto text = [](const std::string& s) { return s.substr(s.find('\n') + 1, s.find("basalt: prefill") - s.find('\n') - 1); };
+  EXPECT_EQ(text(a.out), text(b.out));
+}
+
+TEST(Cli, ChatReadsTurnsFromStdin) {
+  Result r = basalt_cmd("chat " + model_arg() + " -n 12 --temp 0", "What is 2+2?\\nAnd 3+3?\\n/exit\\n");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_GT(r.out.size(), 20u) << r.out;
+}
+
+TEST(Cli, MissingModelFileIsOneClearLine) {
+  Result r = basalt_cmd("run -m /nonexistent/model.gguf -p hi");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("basalt: error: cannot open /nonexistent/model.gguf"), std::string::npos) << r.out;
+}
+
+TEST(Cli, GarbageFileIsOneClearLine) {
+  const std::string path = test::temp_dir("cli") + "/garbage.gguf";
+  std::ofstream(path) << "this is not a model at all";
+  Result r = basalt_cmd("info " + path);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("not a GGUF file"), std::string::npos) << r.out;
+}
+
+TEST(Cli, UnsupportedArchitectureIsNamed) {
+  test::GgufBuilder g;
+  g.kv_str("general.architecture", "gptj");
+  const std::string path = test::temp_dir("cli") + "/gptj.gguf";
+  auto bytes = g.bytes();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  Result r = basalt_cmd("info " + path);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("architecture 'gptj' is not supported"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PromptLongerThanContextIsAClearError) {
+  Result r = basalt_cmd("run " + model_arg() + " -c 4 -p 'one two three four five six seven eight'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("more than the context of 4"), std::string::npos) << r.out;
+}
+
+TEST(Cli, InvalidUtf8PromptDoesNotCrash) {
+  Result r = basalt_cmd("run " + model_arg() + " -n 4 --temp 0 -p \"$(printf 'abc\\377\\376 def')\"");
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+TEST(Cli, BadOptionValuesAreRejected) {
+  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --top-p 7").rc, 0);
+  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi -n abc").rc, 0);
+  EXPECT_NE(basalt_cmd("frobnicate").rc, 0);
+}
+
+}  // namespace
+}  // namespace basalt

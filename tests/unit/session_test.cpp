@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// The executor and session on a small synthetic model: chunked prefill, a
+// batch holding several sequences, cache reuse and the context limit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/graph/executor.h"
+#include "core/runtime/session.h"
+#include "cpu/isa.h"
+#include "tests/unit/test_paths.h"
+
+namespace basalt {
+namespace {
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = test::temp_dir("session") + "/tiny.gguf";
+    std::string out;
+    int rc = test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() +
+                                   "/tests/python/make_model.py --vocab tiny --type q8_0 --n-embd 64 --n-ff 128 "
+                                   "--n-head 4 --n-head-kv 2 --n-layer 2 --n-ctx 64 " + path_ + " 2>&1",
+                               &out);
+    ASSERT_EQ(rc, 0) << out;
+  }
+  static std::string path_;
+};
+std::string SessionTest::path_;
+
+std::vector<float> run_all(const Model& m, const std::vector<int32_t>& ids, int64_t ubatch) {
+  KvCache kv(m.spec(), 64, 1);
+  Executor ex(m, kv, ubatch);
+  const int64_t V = m.spec().n_vocab;
+  std::vector<float> out;
+  for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(ubatch)) {
+    Batch b;
+    for (size_t j = i; j < std::min(ids.size(), i + static_cast<size_t>(ubatch)); ++j)
+      b.add(ids[j], static_cast<int32_t>(j), 0, true);
+    const float* l = ex.run(b);
+    out.insert(out.end(), l, l + b.size() * V);
+  }
+  return out;
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0, scale = 1e-6;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i])), scale = std::max(scale, std::fabs(double(b[i])));
+  return worst / scale;
+}
+
+TEST_F(SessionTest, ChunkedPrefillEqualsOneBatch) {
+  auto m = Model::load(path_);
+  std::vector<int32_t> ids = {1, 40, 41, 42, 100, 200, 300, 7, 8, 9, 10, 11, 12};
+  auto whole = run_all(*m, ids, 16);
+  for (int64_t ub : {1, 3, 5}) EXPECT_LT(max_rel_diff(run_all(*m, ids, ub), whole), 1e-5) << "ubatch " << ub;
+}
+
+TEST_F(SessionTest, BatchOfSeveralSequencesEqualsSeparateRuns) {
+  auto m = Model::load(path_);
+  const int64_t V = m->spec().n_vocab;
+  std::vector<int32_t> a = {1, 50, 60, 70, 80}, b = {1, 90, 91};
+  auto ra = run_all(*m, a, 8), rb = run_all(*m, b, 8);
+  KvCache kv(m->spec(), 64, 2);
+  Executor ex(*m, kv, 16);
+  Batch batch;  // interleaved tokens of two sequences
+  for (size_t i = 0; i < 5; ++i) {
+    batch.add(a[i], static_cast<int32_t>(i), 0, true);
+    if (i < b.size()) batch.add(b[i], static_cast<int32_t>(i), 1, true);
+  }
+  const float* l = ex.run(batch);
+  std::vector<float> ga, gb;
+  for (int64_t r = 0; r < batch.size(); ++r) (batch.seq[r] == 0 ? ga : gb).insert((batch.seq[r] == 0 ? ga : gb).end(), l + r * V, l + (r + 1) * V);
+  EXPECT_LT(max_rel_diff(ga, ra), 1e-5);
+  EXPECT_LT(max_rel_diff(gb, rb), 1e-5);
+}
+
+TEST_F(SessionTest, GreedyTokensAreTheSameOnEveryIsa) {
+  auto m = Model::load(path_);
+  std::vector<std::vector<int32_t>> outs;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (!cpu_supports(isa)) continue;
+    set_isa(isa);
+    Session s(*m, 64, 4);
+    GenerateOptions o;
+    o.max_tokens = 20;
+    o.sampling.temperature = 0;
+    o.stop_at_end_of_generation = false;
+    std::vector<int32_t> got;
+    generate(s, {1, 40, 41, 42}, o, [](std::string_view) { return true; }, &got);
+    outs.push_back(got);
+  }
+  set_isa(best_isa());
+  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]) << "ISA " << i;
+}
+
+TEST_F(SessionTest, ReusesTheCachedPrefix) {
+  auto m = Model::load(path_);
+  Session s(*m, 64, 8);
+  const float* l1 = s.set_context({1, 2, 3, 4, 5});
+  std::vector<float> first(l1, l1 + m->spec().n_vocab);
+  s.set_context({1, 2, 3, 4, 5, 6, 7});
+  const float* l2 = s.set_context({1, 2, 3, 4, 5});  // shrink back: recomputes only the last token
+  EXPECT_LT(max_rel_diff(std::vector<float>(l2, l2 + m->spec().n_vocab), first), 1e-5);
+  EXPECT_EQ(s.tokens().size(), 5u);
+}
+
+TEST_F(SessionTest, ContextLimitIsAClearError) {
+  auto m = Model::load(path_);
+  Session s(*m, 8, 4);
+  try {
+    s.set_context(std::vector<int32_t>(9, 5));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the context of 8"), std::string::npos) << e.what();
+  }
+  GenerateOptions o;
+  o.max_tokens = 100;
+  o.sampling.temperature = 0;
+  o.stop_at_end_of_generation = false;
+  GenerationStats st = generate(s, {1, 2, 3}, o, [](std::string_view) { return true; });
+  EXPECT_EQ(st.stop_reason, "context full");
+  EXPECT_EQ(s.tokens().size(), 8u);
+}
+
+TEST_F(SessionTest, StopStringEndsAndIsNotEmitted) {
+  auto m = Model::load(path_);
+  GenerateOptions o;
+  o.max_tokens = 30;
+  o.sampling.temperature = 0;
+  o.stop_at_end_of_generation = false;
+  std::string full;
+  {
+    Session s(*m, 64, 8);
+    generate(s, {1, 40, 41}, o, [&](std::string_view p) { return full += p, true; });
+  }
+  ASSERT_GE(full.size(), 4u);
+  o.stop = {full.substr(full.size() / 2, 2)};
+  std::string cut;
+  Session s(*m, 64, 8);
+  GenerationStats st = generate(s, {1, 40, 41}, o, [&](std::string_view p) { return cut += p, true; });
+  EXPECT_EQ(st.stop_reason, "stop string");
+  EXPECT_EQ(cut, full.substr(0, full.find(o.stop[0])));
+}
+
+TEST_F(SessionTest, BadTokensAndPositionsAreErrors) {
+  auto m = Model::load(path_);
+  KvCache kv(m->spec(), 16, 1);
+  Executor ex(*m, kv, 4);
+  Batch b;
+  b.add(static_cast<int32_t>(m->spec().n_vocab), 0, 0, true);
+  EXPECT_THROW(ex.run(b), Error);
+  b.clear();
+  b.add(1, 16, 0, true);
+  EXPECT_THROW(ex.run(b), Error);
+  b.clear();
+  for (int i = 0; i < 5; ++i) b.add(1, i, 0, true);
+  EXPECT_THROW(ex.run(b), Error);
+}
+
+}  // namespace
+}  // namespace basalt
