@@ -104,8 +104,10 @@ class Renderer {
           if (!target || !target->is_namespace())
             fail(s.pos, "cannot set '" + s.targets[0] + "." + s.attr + "': '" + s.targets[0] +
                             "' is not a namespace() object");
-          if (v.reaches(target->identity()))
-            fail(s.pos, "cannot store the namespace '" + s.targets[0] + "' inside itself");
+          // Namespaces inside namespaces could form cycles or chains deeper
+          // than the nesting limit sees; no chat template needs them.
+          if (v.holds_namespace())
+            fail(s.pos, "cannot store a namespace() inside the namespace '" + s.targets[0] + "' (not supported)");
           try {
             target->ns().set(Value::string(s.attr), std::move(v));
           } catch (...) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Jinja's filters, tests and global functions, as Hugging Face's chat templates use them.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +27,7 @@ Value attr_path(const Value& v, const std::string& path) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (cur.is_undefined()) return cur;
-    bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    bool digits = !part.empty() && part.size() < 19 && part.find_first_not_of("0123456789") == std::string::npos;
     cur = digits ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
@@ -105,7 +106,14 @@ Value f_center(const Value& in, CallArgs& c) {
 Value f_indent(const Value& in, CallArgs& c) {
   Args a(c, "filter 'indent'", {"width", "first", "blank"});
   if (!in.is_string()) throw Fault(std::string("filter 'indent' expects a string, got ") + type_name(in));
-  std::string ind = a.has(0) && a.get(0).is_string() ? a.get(0).str() : std::string(static_cast<size_t>(std::max<int64_t>(0, a.integer(0, 4))), ' ');
+  std::string ind;
+  if (a.has(0) && a.get(0).is_string()) {
+    ind = a.get(0).str();
+  } else {
+    int64_t width = std::max<int64_t>(0, a.integer(0, 4));
+    check_size(static_cast<size_t>(width));
+    ind.assign(static_cast<size_t>(width), ' ');
+  }
   bool first = a.boolean(1, false), blank = a.boolean(2, false);
   Value lines = call_method(Value::string(to_str(in) + "\n"), "splitlines");
   std::string out;
@@ -208,7 +216,7 @@ Value f_round(const Value& in, CallArgs& c) {
   if (method == "ceil") return Value::number(std::ceil(x * scale) / scale);
   if (method != "common") a.fail("method must be 'common', 'ceil' or 'floor'");
   if (!in.is_float() && p >= 0) return Value::integer(in.as_int());  // Python's round(int, n) is the int
-  char buf[512];
+  char buf[1024];
   std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(p, 0, 300)), x);  // round half even
   return Value::number(std::strtod(buf, nullptr));
 }
@@ -592,7 +600,8 @@ void add_globals(DictData& g, std::optional<std::tm> now) {
             localtime_r(&t, &tm);
           }
           if (fmt.empty()) return Value::string("");
-          std::string buf(256 + fmt.size() * 8, '\0');
+          check_size(fmt.size() * 32);
+          std::string buf(64 + fmt.size() * 32, '\0');
           size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
           if (n == 0) throw Fault("strftime_now(): could not format '" + fmt + "'");
           buf.resize(n);

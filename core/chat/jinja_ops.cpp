@@ -421,7 +421,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (a.as_float() == 0 && b.as_float() < 0) throw Fault("0.0 cannot be raised to a negative power");
     if (a.as_float() < 0 && std::floor(b.as_float()) != b.as_float())
       throw Fault("a negative number raised to a fractional power is complex, which templates do not support");
-    return Value::number(std::pow(a.as_float(), b.as_float()));
+    double r = std::pow(a.as_float(), b.as_float());
+    if (std::isinf(r) && std::isfinite(a.as_float()) && std::isfinite(b.as_float()))
+      throw Fault("numerical result out of range in **");
+    return Value::number(r);
   }
   throw Fault("unknown operator " + op);
 }

@@ -285,7 +285,7 @@ std::string str_format(const std::string& fmt, CallArgs& a) {
     if (field.empty()) {
       if (auto_index >= a.args.size()) throw Fault("format: not enough arguments");
       v = &a.args[auto_index++];
-    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+    } else if (field.size() < 10 && field.find_first_not_of("0123456789") == std::string::npos) {
       size_t k = std::stoul(field);
       if (k >= a.args.size()) throw Fault("format: argument index " + field + " out of range");
       v = &a.args[k];

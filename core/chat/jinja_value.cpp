@@ -41,19 +41,6 @@ bool Value::holds_namespace() const {
   return false;
 }
 
-bool Value::reaches(const void* target, int depth) const {
-  if (!holds_namespace() || depth > kMaxValueDepth) return false;
-  if (identity() == target) return true;
-  if (kind_ == Kind::kList) {
-    for (const Value& v : list().items)
-      if (v.reaches(target, depth + 1)) return true;
-    return false;
-  }
-  for (const auto& kv : dict().items)
-    if (kv.first.reaches(target, depth + 1) || kv.second.reaches(target, depth + 1)) return true;
-  return false;
-}
-
 void DictData::set(const Value& key, Value value) {
   account(*this, key);
   account(*this, value);

@@ -111,8 +111,6 @@ class Value {
   const void* identity() const { return p_.get(); }
   int depth() const;             // 0 for a scalar
   bool holds_namespace() const;  // is or contains a namespace()
-  // Whether `target` (a namespace) can be reached from this value.
-  bool reaches(const void* target, int depth = 0) const;
 
  private:
   Kind kind_ = Kind::kUndefined;

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # Writes tests/data/greedy/smollm2.json: llama.cpp's greedy continuation (48
-# tokens, argmax of its logits) of fixed prompts on the default model, so CI
-# can compare basalt's tokens without building llama.cpp. Rerun with
-# llama-cpp-python installed: python3 tests/python/make_greedy_refs.py
+# tokens, argmax of its logits) of fixed prompts on the default model, with
+# the gap between its two best logits at each step, so CI can compare basalt's
+# choices without building llama.cpp. Rerun with llama-cpp-python installed:
+# python3 tests/python/make_greedy_refs.py
 import json
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def main():
     model = subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
     # use_extra_bufts=False: llama.cpp's AMX buffers fault on CPUs that report
     # AMX without the kernel enabling it (this machine kind).
-    kwargs = dict(model_path=model, n_ctx=512, logits_all=False, verbose=False, n_threads=2)
+    kwargs = dict(model_path=model, n_ctx=512, logits_all=True, verbose=False, n_threads=2)
     try:
         llm = Llama(**kwargs, use_extra_bufts=False)
     except TypeError:
@@ -54,15 +55,18 @@ def main():
         ids = llm.tokenize(text.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(ids)
-        out = []
+        out, margins = [], []
         for _ in range(N_GEN):
             logits = np.array(llm.scores[llm.n_tokens - 1])
             tok = int(np.argmax(logits))
+            top2 = np.sort(logits)[-2:]
             out.append(tok)
+            margins.append(round(float(top2[1] - top2[0]), 4))
             if tok == llm.token_eos():
                 break
             llm.eval([tok])
         cases.append({"kind": kind, "prompt": prompt, "text": text, "prompt_ids": ids, "greedy_ids": out,
+                      "top2_margins": margins,
                       "greedy_text": llm.detokenize(out).decode("utf-8", "replace")})
         print(kind, repr(prompt), "->", repr(cases[-1]["greedy_text"][:80]))
     out_dir = ROOT / "tests/data/greedy"
