@@ -32,5 +32,6 @@ std::string default_model_path();
 void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace basalt::cli

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The basalt command: run, chat, info (and more as they come).
+// The basalt command: run, chat, info, bench.
 #include <cstdio>
 
 #include "core/error.h"
@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   basalt::cli::register_run(app);
   basalt::cli::register_chat(app);
   basalt::cli::register_info(app);
+  basalt::cli::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

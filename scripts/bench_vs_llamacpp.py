@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# basalt vs llama.cpp on the same GGUF file, in one run: alternates the two
+# engines (prefill of P random tokens, decode of N tokens after D of context),
+# reports medians and the ratio. llama.cpp runs through llama-cpp-python
+# (pip install llama-cpp-python, built from source for this CPU).
+#
+#   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5]
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def basalt(args, model):
+    cmd = [str(ROOT / "build/bin/basalt"), "bench", "-m", model, "-p", str(args.p), "-n", str(args.n),
+           "-d", str(args.d), "-t", str(args.t), "-r", "1", "--json"]
+    out = json.loads(subprocess.check_output(cmd, text=True).strip().splitlines()[-1])
+    return out["pp_tokens_per_s"], out["tg_tokens_per_s"]
+
+
+class LlamaCpp:
+    def __init__(self, args, model):
+        from llama_cpp import Llama
+        self.args = args
+        self.llm = Llama(model_path=model, n_ctx=max(args.p, args.d + args.n) + 8, n_batch=512, n_ubatch=512,
+                         n_threads=args.t, n_threads_batch=args.t, verbose=False, logits_all=False)
+        self.n_vocab = self.llm.n_vocab()
+
+    def run(self):
+        rnd = random.Random(1)
+        toks = lambda k: [rnd.randrange(self.n_vocab) for _ in range(k)]
+        self.llm.reset()
+        t0 = time.perf_counter()
+        self.llm.eval(toks(self.args.p))
+        pp = self.args.p / (time.perf_counter() - t0)
+        self.llm.reset()
+        if self.args.d:
+            self.llm.eval(toks(self.args.d))
+        t0 = time.perf_counter()
+        for t in toks(self.args.n):
+            self.llm.eval([t])
+        tg = self.args.n / (time.perf_counter() - t0)
+        return pp, tg
+
+
+def main():
+    ap = argparse.ArgumentParser(description="basalt vs llama.cpp on the same GGUF file")
+    ap.add_argument("-m", "--model", default="")
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("-d", type=int, default=0)
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("-r", type=int, default=5)
+    args = ap.parse_args()
+    model = args.model or subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
+    ref = LlamaCpp(args, model)
+    ref.run()  # warm-up
+    basalt(args, model)
+    res = {"basalt": ([], []), "llama.cpp": ([], [])}
+    for _ in range(args.r):
+        for name, fn in (("basalt", lambda: basalt(args, model)), ("llama.cpp", ref.run)):
+            pp, tg = fn()
+            res[name][0].append(pp)
+            res[name][1].append(tg)
+    med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in res.items()}
+    print(f"model {Path(model).name}, {args.t} threads, pp{args.p}, tg{args.n} at depth {args.d}, {args.r} alternating runs, medians")
+    print(f"{'engine':10} {'prefill t/s':>12} {'decode t/s':>12}")
+    for k, (pp, tg) in med.items():
+        print(f"{k:10} {pp:12.1f} {tg:12.1f}")
+    b, l = med["basalt"], med["llama.cpp"]
+    print(f"{'ratio':10} {b[0] / l[0]:12.2f} {b[1] / l[1]:12.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// basalt bench: prefill and decode speed, measured like llama-bench: pp of P
+// random tokens, tg of N tokens after D tokens of context, repeated.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "core/runtime/session.h"
+#include "core/util/threads.h"
+#include "cpu/isa.h"
+#include "tools/basalt/common.h"
+
+namespace basalt::cli {
+
+namespace {
+struct BenchOptions {
+  ModelOptions model;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0;
+  int reps = 5;
+  bool json = false;
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / static_cast<double>(v.size() - 1)) : 0;
+  return s;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void bench(const BenchOptions& o) {
+  auto model = load_model(o.model, !o.json);
+  const int64_t V = model->spec().n_vocab;
+  std::mt19937 rng(1);
+  auto random_tokens = [&](int64_t n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng() % V);
+    return t;
+  };
+  const int64_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen) + 1;
+  std::vector<double> pp, tg;
+  for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up, not counted
+    if (o.n_prompt > 0) {
+      Session fresh(*model, n_ctx, o.model.ubatch);
+      const auto prompt = random_tokens(o.n_prompt);
+      const double t0 = now();
+      fresh.set_context(prompt);
+      if (r >= 0) pp.push_back(static_cast<double>(o.n_prompt) / (now() - t0));
+    }
+    if (o.n_gen > 0) {
+      Session s(*model, n_ctx, o.model.ubatch);
+      auto ctx = random_tokens(std::max<int64_t>(1, o.depth));
+      s.set_context(ctx);
+      const double t0 = now();
+      for (int64_t i = 0; i < o.n_gen; ++i) s.append(static_cast<int32_t>(rng() % V));
+      if (r >= 0) tg.push_back(static_cast<double>(o.n_gen) / (now() - t0));
+    }
+  }
+  const Stat p = pp.empty() ? Stat{} : stats(pp), g = tg.empty() ? Stat{} : stats(tg);
+  if (o.json) {
+    std::printf("{\"model\": \"%s\", \"arch\": \"%s\", \"params\": %lld, \"weight_bytes\": %zu, \"threads\": %d, "
+                "\"isa\": \"%s\", \"n_prompt\": %lld, \"n_gen\": %lld, \"depth\": %lld, \"reps\": %d, "
+                "\"pp_tokens_per_s\": %.3f, \"pp_sd\": %.3f, \"tg_tokens_per_s\": %.3f, \"tg_sd\": %.3f}\n",
+                model->spec().name.c_str(), model->spec().arch.c_str(), static_cast<long long>(model->n_params()),
+                model->weight_bytes(), thread_count(), isa_name(selected_isa()), static_cast<long long>(o.n_prompt),
+                static_cast<long long>(o.n_gen), static_cast<long long>(o.depth), o.reps, p.mean, p.sd, g.mean, g.sd);
+  } else {
+    std::printf("%-28s %8s %6s %10s %18s\n", "model", "threads", "isa", "test", "tokens/s");
+    if (!pp.empty())
+      std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),
+                  ("pp" + std::to_string(o.n_prompt)).c_str(), p.mean, p.sd);
+    if (!tg.empty())
+      std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),
+                  ("tg" + std::to_string(o.n_gen) + (o.depth ? "@d" + std::to_string(o.depth) : "")).c_str(), g.mean, g.sd);
+  }
+}
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode speed");
+  add_model_options(*sub, o->model);
+  sub->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens to prefill (0: skip)")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  sub->add_option("-n,--n-gen", o->n_gen, "tokens to decode (0: skip)")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  sub->add_option("-d,--depth", o->depth, "context tokens before decoding")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  sub->add_option("-r,--repetitions", o->reps, "repetitions")->check(CLI::Range(1, 1000));
+  sub->add_flag("--json", o->json, "one JSON object per line");
+  sub->callback([o] { bench(*o); });
+}
+
+}  // namespace basalt::cli
