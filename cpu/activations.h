@@ -8,20 +8,22 @@
 
 namespace basalt {
 
+// Rows are padded to a multiple of 64 columns with zeros (q = 0, d = 0,
+// sums = 0), so kernels may read the padding block of an odd block count.
 struct QuantizedActs {
-  int64_t n_tok = 0, cols = 0;
-  std::vector<int8_t> q;      // [n_tok][cols]
-  std::vector<float> d;       // [n_tok][cols / 32]
-  std::vector<int32_t> sum16; // [n_tok][cols / 16]: sum of q over each half block (for group offsets)
+  int64_t n_tok = 0, cols = 0, stride = 0;  // stride: padded columns
+  std::vector<int8_t> q;       // [n_tok][stride]
+  std::vector<float> d;        // [n_tok][stride / 32]
+  std::vector<int32_t> sum16;  // [n_tok][stride / 16]: sum of q over each half block (for group offsets)
 
   void resize(int64_t n_tok, int64_t cols);
-  const int8_t* q_row(int64_t t) const { return q.data() + t * cols; }
-  const float* d_row(int64_t t) const { return d.data() + t * (cols / 32); }
-  const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (cols / 16); }
+  const int8_t* q_row(int64_t t) const { return q.data() + t * stride; }
+  const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
+  const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
 };
 
 // x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like
-// llama.cpp's Q8_0 activations, so both engines see the same numbers.
+// llama.cpp's Q8_0 activations.
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out);
 
 }  // namespace basalt

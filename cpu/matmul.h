@@ -37,6 +37,8 @@ void matmul_ref(const MatmulArgs& a);  // cpu/ref: the definition every variant 
 #if defined(BASALT_X86)
 MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel exists for w
 MatmulKernel matmul_avx512(const Weight& w);
+MatmulKernel matmul_qa_avx2(const Weight& w);
+MatmulKernel matmul_qa_avx512(const Weight& w);
 #endif
 }  // namespace kernels
 

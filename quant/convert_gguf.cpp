@@ -3,16 +3,21 @@
 // and written into the engine's qa layout (quant/weight.h); nothing is rounded.
 #include "quant/convert_gguf.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "quant/ggml_blocks.h"
+#include "quant/qa_layout.h"
 
 namespace basalt {
 
 namespace {
 
-// Packs 32 unsigned quants (or signed, for 8 bits) into one engine block.
+int rowmajor_block_bytes(int bits) { return bits == 8 ? 32 : 16 + (bits - 4) * 4; }
+
+// Packs 32 unsigned quants (or signed, for 8 bits) into one row-major block.
 void qa_pack_block(int bits, const int8_t* q, uint8_t* out) {
   if (bits == 8) {
     std::memcpy(out, q, 32);
@@ -47,9 +52,10 @@ QaTarget qa_target(GgmlType t) {
   }
 }
 
-// Converts one row of `cols` weights from GGUF blocks at src.
+// Converts one row of `cols` weights from GGUF blocks at src into the
+// row-major qa form (quant/qa_layout.h), which is then packed into tiles.
 void convert_row(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* quants, uint8_t* scales, int bits) {
-  const int bb = qa_block_bytes(bits);
+  const int bb = rowmajor_block_bytes(bits);
   int8_t q[32];
   switch (type) {
     case GgmlType::q4_0:
@@ -142,6 +148,7 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
   Weight w;
   w.name = t.name;
   w.cols = t.dims[0];
+  w.mat_rows = t.dims[1];
   w.rows = t.dims[1] * (t.dims.size() == 3 ? t.dims[2] : 1);
   switch (t.type) {
     case GgmlType::f32: w.format = WeightFormat::f32; w.row_bytes = w.cols * 4; w.data = t.data; return w;
@@ -154,17 +161,32 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
   w.format = WeightFormat::qa;
   w.bits = target.bits;
   w.scales = target.scales;
-  size_t quant_bytes = w.quant_bytes();
-  w.row_bytes = quant_bytes + qa_scale_bytes(w.scales, w.cols);
+  const QaLayout layout = qa_layout(w.bits, w.scales);
+  w.tile_bytes = layout.tile_bytes(w.cols);
   w.owned = aligned_alloc_bytes(w.total_bytes());
   w.data = w.owned.get();
-  GgmlTypeSize ts = ggml_type_size(t.type);
+  const GgmlTypeSize ts = ggml_type_size(t.type);
   const size_t src_row_bytes = static_cast<size_t>(w.cols / ts.block_elems) * ts.block_bytes;
+  const size_t rm_bytes = qa_rowmajor_bytes(w.bits, w.scales, w.cols);
+  const size_t quant_region = static_cast<size_t>(w.cols / kQaBlock) * rowmajor_block_bytes(w.bits);
+  const int64_t n_mats = w.rows / w.mat_rows, tiles = w.tiles_per_mat();
   uint8_t* dst = w.owned.get();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < w.rows; ++r) {
-    uint8_t* row = dst + r * w.row_bytes;
-    convert_row(t.type, t.data + r * src_row_bytes, w.cols, row, row + quant_bytes, w.bits);
+#pragma omp parallel
+  {
+    std::vector<uint8_t> rm(kTileRows * rm_bytes);
+#pragma omp for schedule(static)
+    for (int64_t t_idx = 0; t_idx < n_mats * tiles; ++t_idx) {
+      const int64_t mat = t_idx / tiles, r0 = (t_idx % tiles) * kTileRows;
+      const int n = static_cast<int>(std::min<int64_t>(kTileRows, w.mat_rows - r0));
+      const uint8_t* rows[kTileRows] = {};
+      for (int i = 0; i < n; ++i) {
+        uint8_t* row = rm.data() + i * rm_bytes;
+        const int64_t r = mat * w.mat_rows + r0 + i;
+        convert_row(t.type, t.data + r * src_row_bytes, w.cols, row, row + quant_region, w.bits);
+        rows[i] = row;
+      }
+      qa_pack_tile(layout, rows, n, w.cols, dst + t_idx * w.tile_bytes);
+    }
   }
   return w;
 }

@@ -10,59 +10,61 @@
 
 namespace basalt {
 
-// dense: f32, f16, bf16. qa: "quantized affine" groups, w = scale * q + bias,
-// with q of 4, 5, 6 (unsigned) or 8 (signed) bits; the scale and bias of a
-// group come from one of a few encodings (QaScales), kept as in the source so
-// that no format grows by more than a few percent.
+// dense: f32, f16, bf16, row-major. qa: "quantized affine" groups of 32,
+// w = scale * (q - zero) + bias, with q of 4, 5, 6 (unsigned) or 8 (signed)
+// bits, stored in tiles of 16 interleaved rows (quant/qa_layout.h); the scale
+// and bias of a group come from one of a few encodings (QaScales), kept as in
+// the source so that no format grows by more than a few percent.
 enum class WeightFormat : uint8_t { f32, f16, bf16, qa };
 
 enum class QaScales : uint8_t {
   f16_sym,     // per 32: f16 d; w = d * (q - 8) for 4 bits, d * q for signed 8 bits   (Q4_0, Q8_0)
   f16_affine,  // per 32: f16 d, f16 m; w = d * q + m                                  (Q4_1)
-  kquant,      // per 256: f16 d, f16 dmin, u8 sc[8], u8 m[8]; w = d*sc*q - dmin*m     (Q4_K, Q5_K)
-  q6k,         // per 256: f16 d, i8 sc[16] (groups of 16); w = d*sc*(q - 32)          (Q6_K)
+  kquant,      // per 256: f16 d, f16 dmin; per 32: u8 sc, u8 m; w = d*sc*q - dmin*m   (Q4_K, Q5_K)
+  q6k,         // per 256: f16 d; per 16: i8 sc; w = d*sc*(q - 32)                     (Q6_K)
 };
-
-// Bytes per block of 32 weights in the quants region, by bit width: low nibbles
-// (byte j holds q[j] and q[j+16]) then the high-bit plane; 8 bits: int8 values.
-constexpr int qa_block_bytes(int bits) { return bits == 8 ? 32 : 16 + (bits - 4) * 4; }
-// Bytes of scales per row of k weights.
-size_t qa_scale_bytes(QaScales s, int64_t k);
 constexpr int kQaBlock = 32;
 
 struct AlignedFree {
   void operator()(uint8_t* p) const;
 };
 using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
-AlignedBytes aligned_alloc_bytes(size_t n);  // 64-byte aligned
+AlignedBytes aligned_alloc_bytes(size_t n);  // 64-byte aligned, zeroed
 
-// A weight matrix [rows = n_out][cols = n_in] (an expert tensor stacks its
-// experts' rows). Row r starts at data + r * row_bytes; for qa, a row holds
-// the quants region then the scales region.
+// A weight matrix [rows = n_out][cols = n_in]; an expert tensor stacks its
+// experts' matrices (mat_rows rows each).
 struct Weight {
   std::string name;
   WeightFormat format = WeightFormat::f32;
   QaScales scales = QaScales::f16_sym;
   int bits = 0;  // qa only
   int64_t rows = 0, cols = 0;
-  size_t row_bytes = 0;
+  int64_t mat_rows = 0;   // rows of one matrix (== rows unless experts are stacked)
+  size_t row_bytes = 0;   // dense: bytes of a row
+  size_t tile_bytes = 0;  // qa: bytes of a tile of 16 rows
   const uint8_t* data = nullptr;  // owned below or borrowed from the mapped file
   AlignedBytes owned;
 
-  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
-  size_t quant_bytes() const { return static_cast<size_t>(cols / kQaBlock) * qa_block_bytes(bits); }
-  size_t total_bytes() const { return static_cast<size_t>(rows) * row_bytes; }
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }  // dense
+  int64_t tiles_per_mat() const { return (mat_rows + 15) / 16; }
+  // The tile holding row r, and r's lane in it (qa).
+  const uint8_t* tile_of(int64_t r, int* lane) const {
+    const int64_t mat = r / mat_rows, in = r % mat_rows;
+    *lane = static_cast<int>(in % 16);
+    return data + static_cast<size_t>(mat * tiles_per_mat() + in / 16) * tile_bytes;
+  }
+  size_t total_bytes() const;
   std::string describe() const;  // e.g. "qa4/kquant", "f16"
+};
+
+// One group's parameters: w = scale * (q - zero) + bias. Halves 0 and 1
+// (16 weights each) differ only for q6k, whose groups are 16 wide.
+struct QaBlockParams {
+  float scale[2], bias[2];
+  int zero;
 };
 
 // Reference decoding of one row to floats (the definition of each format).
 void dequantize_row(const Weight& w, int64_t r, float* out);
-
-// One group's parameters for block b of a qa row: w = scale * (q - zero) + bias.
-// Halves 0 and 1 (16 weights each) differ only for q6k, whose groups are 16 wide.
-struct QaBlockParams { float scale[2], bias[2]; int zero; };
-QaBlockParams qa_block_params(const Weight& w, const uint8_t* row_scales, int64_t b);
-// The unsigned (or, for 8 bits, signed) integer values of block b.
-void qa_unpack_block(int bits, const uint8_t* block, int8_t* q_signed_or_u);
 
 }  // namespace basalt

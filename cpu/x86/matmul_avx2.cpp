@@ -4,5 +4,7 @@
 #include "cpu/x86/matmul_x86.inc"
 
 namespace basalt::kernels {
-MatmulKernel matmul_avx2(const Weight& w) { return avx2::lookup(w); }
+MatmulKernel matmul_avx2(const Weight& w) {
+  return w.format == WeightFormat::qa ? matmul_qa_avx2(w) : avx2::dense_lookup(w);
+}
 }  // namespace basalt::kernels

@@ -8,6 +8,7 @@
 
 #include "cpu/matmul.h"
 #include "quant/half.h"
+#include "quant/qa_layout.h"
 
 namespace basalt {
 namespace {
@@ -43,6 +44,7 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
   w.cols = cols;
   std::uniform_real_distribution<float> u(-1, 1);
   if (f.format != WeightFormat::qa) {
+    w.mat_rows = rows;
     w.row_bytes = cols * (f.format == WeightFormat::f32 ? 4 : 2);
     w.owned = aligned_alloc_bytes(w.total_bytes());
     for (int64_t i = 0; i < rows * cols; ++i) {
@@ -55,11 +57,14 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
       }
     }
   } else {
-    const size_t qb = w.quant_bytes(), sb = qa_scale_bytes(f.scales, cols);
-    w.row_bytes = qb + sb;
-    w.owned = aligned_alloc_bytes(w.total_bytes());
+    // Random rows in the row-major form, then packed into tiles.
+    const size_t rm = qa_rowmajor_bytes(f.bits, f.scales, cols);
+    const size_t qb = rm - (f.scales == QaScales::f16_sym ? cols / 32 * 2
+                            : f.scales == QaScales::f16_affine ? cols / 32 * 4
+                            : f.scales == QaScales::kquant ? cols / 256 * 20 : cols / 256 * 18);
+    std::vector<uint8_t> rows_rm(rows * rm);
     for (int64_t r = 0; r < rows; ++r) {
-      uint8_t* row = w.owned.get() + r * w.row_bytes;
+      uint8_t* row = rows_rm.data() + r * rm;
       for (size_t i = 0; i < qb; ++i) row[i] = static_cast<uint8_t>(rng());
       uint8_t* s = row + qb;
       switch (f.scales) {
@@ -83,6 +88,7 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
           break;
       }
     }
+    return qa_weight_from_rows(f.name, f.bits, f.scales, rows, cols, rows_rm.data());
   }
   w.data = w.owned.get();
   return w;

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// qa matmul on AVX2 over the tiled layout (quant/qa_layout.h): a 16-row tile
+// is two halves of 8 lanes (the two 32-byte halves of each 64-byte chunk);
+// u8 x s8 products through vpmaddubsw + vpmaddwd.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/matmul.h"
+#include "quant/qa_layout.h"
+
+namespace basalt::kernels {
+
+namespace {
+
+constexpr int kMaxTok = 4;
+constexpr int kPrefetchBytes = 4096;
+
+inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load_u8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 load_i8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256i bcast4(const int8_t* x) {
+  int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm256_set1_epi32(v);
+}
+template <int S>
+inline __m256i shift(__m256i v) {
+  if constexpr (S >= 0) return _mm256_slli_epi32(v, S);
+  else return _mm256_srli_epi32(v, -S);
+}
+inline __m256i dot(__m256i u8, __m256i s8) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)); }
+
+// Half h (lanes 8h..8h+7) of one block: lo[c] pairs with x[4c..], hi[c] with x[16+4c..].
+// 8 bits come back signed (stored q + 128, flipped back), for the sign trick.
+template <int Bits>
+inline void unpack(const uint8_t* qt, __m256i lo[4], __m256i hi[4]) {
+  auto ld = [&](int chunk) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(qt + 64 * chunk)); };
+  if constexpr (Bits == 8) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 4; ++c) lo[c] = _mm256_xor_si256(ld(c), flip), hi[c] = _mm256_xor_si256(ld(c + 4), flip);
+  } else {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = ld(c);
+      lo[c] = _mm256_and_si256(v, m4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    if constexpr (Bits >= 5) {
+      const __m256i h = ld(4), b4 = _mm256_set1_epi8(0x10);
+      lo[0] = _mm256_or_si256(lo[0], _mm256_and_si256(shift<4>(h), b4));
+      lo[1] = _mm256_or_si256(lo[1], _mm256_and_si256(shift<3>(h), b4));
+      lo[2] = _mm256_or_si256(lo[2], _mm256_and_si256(shift<2>(h), b4));
+      lo[3] = _mm256_or_si256(lo[3], _mm256_and_si256(shift<1>(h), b4));
+      hi[0] = _mm256_or_si256(hi[0], _mm256_and_si256(h, b4));
+      hi[1] = _mm256_or_si256(hi[1], _mm256_and_si256(shift<-1>(h), b4));
+      hi[2] = _mm256_or_si256(hi[2], _mm256_and_si256(shift<-2>(h), b4));
+      hi[3] = _mm256_or_si256(hi[3], _mm256_and_si256(shift<-3>(h), b4));
+    }
+    if constexpr (Bits == 6) {
+      const __m256i h = ld(5), b5 = _mm256_set1_epi8(0x20);
+      lo[0] = _mm256_or_si256(lo[0], _mm256_and_si256(shift<5>(h), b5));
+      lo[1] = _mm256_or_si256(lo[1], _mm256_and_si256(shift<4>(h), b5));
+      lo[2] = _mm256_or_si256(lo[2], _mm256_and_si256(shift<3>(h), b5));
+      lo[3] = _mm256_or_si256(lo[3], _mm256_and_si256(shift<2>(h), b5));
+      hi[0] = _mm256_or_si256(hi[0], _mm256_and_si256(shift<1>(h), b5));
+      hi[1] = _mm256_or_si256(hi[1], _mm256_and_si256(h, b5));
+      hi[2] = _mm256_or_si256(hi[2], _mm256_and_si256(shift<-1>(h), b5));
+      hi[3] = _mm256_or_si256(hi[3], _mm256_and_si256(shift<-2>(h), b5));
+    }
+  }
+}
+
+template <int Bits>
+inline __m256i dot4(const __m256i w[4], const int8_t* x) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i xv = bcast4(x + 4 * c);
+    const __m256i p = Bits == 8 ? dot(_mm256_sign_epi8(w[c], w[c]), _mm256_sign_epi8(xv, w[c])) : dot(w[c], xv);
+    acc = _mm256_add_epi32(acc, p);
+  }
+  return acc;
+}
+
+template <int Bits, QaScales S, int NT>
+void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const QuantizedActs& xq, int64_t t0,
+                   __m256* out) {  // out[h * NT + i]
+  constexpr bool kSplitHalves = S == QaScales::q6k;
+  constexpr int kZero = Bits == 8 ? 0 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+  const int G = L.blocks_per_group;
+  const size_t gbytes = L.group_bytes();
+  const int64_t n_groups = L.groups(nb * kQaBlock);
+  __m256 acc[2][NT];
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < NT; ++i) acc[h][i] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* grp = tile + g * gbytes;
+    for (size_t off = 0; off < gbytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + kPrefetchBytes + off), _MM_HINT_T0);
+    for (int j = 0; j < G; ++j) {
+      const int64_t b = g * G + j;
+      const uint8_t* st = L.scales(grp, j);
+      for (int h = 0; h < 2; ++h) {
+        __m256i lo[4], hi[4];
+        unpack<Bits>(L.quants(grp, j) + 32 * h, lo, hi);
+        __m256 scale, scale_hi, bias;
+        if constexpr (S == QaScales::f16_sym) scale = load_f16x8(st + 16 * h);
+        if constexpr (S == QaScales::f16_affine) scale = load_f16x8(st + 16 * h), bias = load_f16x8(st + 32 + 16 * h);
+        if constexpr (S == QaScales::kquant) {
+          scale = _mm256_mul_ps(load_f16x8(grp + 16 * h), load_u8x8(st + 8 * h));
+          bias = _mm256_mul_ps(load_f16x8(grp + 32 + 16 * h), load_u8x8(st + 16 + 8 * h));
+        }
+        if constexpr (S == QaScales::q6k) {
+          const __m256 d = load_f16x8(grp + 16 * h);
+          scale = _mm256_mul_ps(d, load_i8x8(st + 8 * h));
+          scale_hi = _mm256_mul_ps(d, load_i8x8(st + 16 + 8 * h));
+        }
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* x = xq.q_row(t0 + i) + b * 32;
+          const int32_t* xs = xq.sum16_row(t0 + i) + 2 * b;
+          const float xd = xq.d_row(t0 + i)[b];
+          const __m256 vxd = _mm256_set1_ps(xd);
+          __m256i a0 = dot4<Bits>(lo, x), a1 = dot4<Bits>(hi, x + 16);
+          if constexpr (kSplitHalves) {
+            a0 = _mm256_sub_epi32(a0, _mm256_set1_epi32(kZero * xs[0]));
+            a1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(kZero * xs[1]));
+            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(scale, vxd), acc[h][i]);
+            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(scale_hi, vxd), acc[h][i]);
+          } else {
+            __m256i a = _mm256_add_epi32(a0, a1);
+            if constexpr (kZero != 0) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kZero * (xs[0] + xs[1])));
+            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(scale, vxd), acc[h][i]);
+            if constexpr (S == QaScales::f16_affine)
+              acc[h][i] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
+            if constexpr (S == QaScales::kquant)
+              acc[h][i] = _mm256_fnmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
+          }
+        }
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < NT; ++i) out[h * NT + i] = acc[h][i];
+}
+
+template <int Bits, QaScales S>
+void matmul_qa(const MatmulArgs& a) {
+  const Weight& w = *a.w;
+  const QaLayout L = qa_layout(Bits, S);
+  const int64_t nb = w.cols / kQaBlock;
+  for (int64_t r = a.r0; r < a.r1;) {
+    int lane0;
+    const uint8_t* tile = w.tile_of(r, &lane0);
+    const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
+    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
+    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxTok) {
+      __m256 out[2 * kMaxTok];
+      const int64_t nt = std::min<int64_t>(kMaxTok, a.n_tok - t0);
+      switch (nt) {
+        case 1: tile_x_tokens<Bits, S, 1>(L, tile, nb, *a.xq, t0, out); break;
+        case 2: tile_x_tokens<Bits, S, 2>(L, tile, nb, *a.xq, t0, out); break;
+        case 3: tile_x_tokens<Bits, S, 3>(L, tile, nb, *a.xq, t0, out); break;
+        default: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
+      }
+      for (int64_t i = 0; i < nt; ++i) {
+        alignas(32) float lanes[16];
+        _mm256_store_ps(lanes, out[i]);
+        _mm256_store_ps(lanes + 8, out[nt + i]);
+        float* y = a.y + (t0 + i) * a.ldy + (r - a.r0);
+        std::memcpy(y, lanes + lane0, sizeof(float) * n);
+      }
+    }
+    r += n;
+  }
+}
+
+}  // namespace
+
+MatmulKernel matmul_qa_avx2(const Weight& w) {
+  switch (w.scales) {
+    case QaScales::f16_sym:
+      if (w.bits == 4) return matmul_qa<4, QaScales::f16_sym>;
+      if (w.bits == 8) return matmul_qa<8, QaScales::f16_sym>;
+      break;
+    case QaScales::f16_affine:
+      if (w.bits == 4) return matmul_qa<4, QaScales::f16_affine>;
+      break;
+    case QaScales::kquant:
+      if (w.bits == 4) return matmul_qa<4, QaScales::kquant>;
+      if (w.bits == 5) return matmul_qa<5, QaScales::kquant>;
+      break;
+    case QaScales::q6k:
+      if (w.bits == 6) return matmul_qa<6, QaScales::q6k>;
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace basalt::kernels

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+// qa matmul on AVX-512 VNNI over the tiled layout (quant/qa_layout.h): each
+// 32-bit lane is one row of a 16-row tile, so one vpdpbusd advances 16 rows'
+// dot products by 4 weights, and each block's 16 scales apply with one FMA.
+// Up to 4 tokens share each unpacked block (prefill); one token is decode.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/matmul.h"
+#include "quant/qa_layout.h"
+
+namespace basalt::kernels {
+
+namespace {
+
+constexpr int kMaxTok = 4;
+constexpr int kPrefetchBytes = 4096;
+
+inline __m512 load_f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load_u8x16(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 load_i8x16(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512i bcast4(const int8_t* x) {
+  int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm512_set1_epi32(v);
+}
+// Shift each 32-bit lane left by s (right if negative).
+template <int S>
+inline __m512i shift(__m512i v) {
+  if constexpr (S >= 0) return _mm512_slli_epi32(v, S);
+  else return _mm512_srli_epi32(v, -S);
+}
+
+// The 8 u8 vectors of one block: lo[c] pairs with x[4c..4c+3], hi[c] with x[16+4c..].
+template <int Bits>
+inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
+  if constexpr (Bits == 8) {
+    for (int c = 0; c < 4; ++c) {
+      lo[c] = _mm512_load_si512(qt + 64 * c);
+      hi[c] = _mm512_load_si512(qt + 64 * (c + 4));
+    }
+    return;
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_load_si512(qt + 64 * c);
+      lo[c] = _mm512_and_si512(v, m4);
+      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    if constexpr (Bits >= 5) {
+      const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
+      // bit c of byte k -> bit 4 (low half); bit 4+c -> bit 4 (high half)
+      lo[0] = _mm512_or_si512(lo[0], _mm512_and_si512(shift<4>(h), b4));
+      lo[1] = _mm512_or_si512(lo[1], _mm512_and_si512(shift<3>(h), b4));
+      lo[2] = _mm512_or_si512(lo[2], _mm512_and_si512(shift<2>(h), b4));
+      lo[3] = _mm512_or_si512(lo[3], _mm512_and_si512(shift<1>(h), b4));
+      hi[0] = _mm512_or_si512(hi[0], _mm512_and_si512(h, b4));
+      hi[1] = _mm512_or_si512(hi[1], _mm512_and_si512(shift<-1>(h), b4));
+      hi[2] = _mm512_or_si512(hi[2], _mm512_and_si512(shift<-2>(h), b4));
+      hi[3] = _mm512_or_si512(hi[3], _mm512_and_si512(shift<-3>(h), b4));
+    }
+    if constexpr (Bits == 6) {
+      const __m512i h = _mm512_load_si512(qt + 320), b5 = _mm512_set1_epi8(0x20);
+      lo[0] = _mm512_or_si512(lo[0], _mm512_and_si512(shift<5>(h), b5));
+      lo[1] = _mm512_or_si512(lo[1], _mm512_and_si512(shift<4>(h), b5));
+      lo[2] = _mm512_or_si512(lo[2], _mm512_and_si512(shift<3>(h), b5));
+      lo[3] = _mm512_or_si512(lo[3], _mm512_and_si512(shift<2>(h), b5));
+      hi[0] = _mm512_or_si512(hi[0], _mm512_and_si512(shift<1>(h), b5));
+      hi[1] = _mm512_or_si512(hi[1], _mm512_and_si512(h, b5));
+      hi[2] = _mm512_or_si512(hi[2], _mm512_and_si512(shift<-1>(h), b5));
+      hi[3] = _mm512_or_si512(hi[3], _mm512_and_si512(shift<-2>(h), b5));
+    }
+  }
+}
+
+// One tile (16 rows) x NT tokens.
+template <int Bits, QaScales S, int NT>
+void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const QuantizedActs& xq, int64_t t0,
+                   __m512 out[NT]) {
+  constexpr bool kSplitHalves = S == QaScales::q6k;
+  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+  const int G = L.blocks_per_group;
+  const size_t gbytes = L.group_bytes();
+  const int64_t n_groups = L.groups(nb * kQaBlock);
+  __m512 acc[NT];
+  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  const int8_t* xrow[NT];
+  const float* xd[NT];
+  const int32_t* xs[NT];
+  for (int i = 0; i < NT; ++i) xrow[i] = xq.q_row(t0 + i), xd[i] = xq.d_row(t0 + i), xs[i] = xq.sum16_row(t0 + i);
+
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* grp = tile + g * gbytes;
+    for (size_t off = 0; off < gbytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + kPrefetchBytes + off), _MM_HINT_T0);
+    __m512 sup_d, sup_m;  // super-block scales (K-quants)
+    if constexpr (S == QaScales::kquant) sup_d = load_f16x16(grp), sup_m = load_f16x16(grp + 32);
+    if constexpr (S == QaScales::q6k) sup_d = load_f16x16(grp);
+    for (int j = 0; j < G; ++j) {
+      const int64_t b = g * G + j;
+      const uint8_t* st = L.scales(grp, j);
+      __m512i lo[4], hi[4];
+      unpack<Bits>(L.quants(grp, j), lo, hi);
+      __m512 scale, scale_hi, bias;
+      if constexpr (S == QaScales::f16_sym) scale = load_f16x16(st);
+      if constexpr (S == QaScales::f16_affine) scale = load_f16x16(st), bias = load_f16x16(st + 32);
+      if constexpr (S == QaScales::kquant)
+        scale = _mm512_mul_ps(sup_d, load_u8x16(st)), bias = _mm512_mul_ps(sup_m, load_u8x16(st + 16));
+      if constexpr (S == QaScales::q6k)
+        scale = _mm512_mul_ps(sup_d, load_i8x16(st)), scale_hi = _mm512_mul_ps(sup_d, load_i8x16(st + 16));
+      for (int i = 0; i < NT; ++i) {
+        const int8_t* x = xrow[i] + b * 32;
+        const int32_t s0 = xs[i][2 * b], s1 = xs[i][2 * b + 1];
+        const __m512 vxd = _mm512_set1_ps(xd[i][b]);
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          a0 = _mm512_dpbusd_epi32(a0, lo[c], bcast4(x + 4 * c));
+          a1 = _mm512_dpbusd_epi32(a1, hi[c], bcast4(x + 16 + 4 * c));
+        }
+        if constexpr (kSplitHalves) {
+          a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(kZero * s0));
+          a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(kZero * s1));
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale, vxd), acc[i]);
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), acc[i]);
+        } else {
+          __m512i a = _mm512_add_epi32(a0, a1);
+          if constexpr (kZero != 0) a = _mm512_sub_epi32(a, _mm512_set1_epi32(kZero * (s0 + s1)));
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(scale, vxd), acc[i]);
+          if constexpr (S == QaScales::f16_affine)
+            acc[i] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd[i][b] * static_cast<float>(s0 + s1)), acc[i]);
+          if constexpr (S == QaScales::kquant)
+            acc[i] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd[i][b] * static_cast<float>(s0 + s1)), acc[i]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < NT; ++i) out[i] = acc[i];
+}
+
+template <int Bits, QaScales S>
+void matmul_qa(const MatmulArgs& a) {
+  const Weight& w = *a.w;
+  const QaLayout L = qa_layout(Bits, S);
+  const int64_t nb = w.cols / kQaBlock;
+  for (int64_t r = a.r0; r < a.r1;) {
+    int lane0;
+    const uint8_t* tile = w.tile_of(r, &lane0);
+    const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
+    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
+    const __mmask16 mask = static_cast<__mmask16>(((1u << n) - 1) << lane0);
+    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxTok) {
+      __m512 out[kMaxTok];
+      const int64_t nt = std::min<int64_t>(kMaxTok, a.n_tok - t0);
+      switch (nt) {
+        case 1: tile_x_tokens<Bits, S, 1>(L, tile, nb, *a.xq, t0, out); break;
+        case 2: tile_x_tokens<Bits, S, 2>(L, tile, nb, *a.xq, t0, out); break;
+        case 3: tile_x_tokens<Bits, S, 3>(L, tile, nb, *a.xq, t0, out); break;
+        default: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
+      }
+      // Lane l of the tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
+      for (int64_t i = 0; i < nt; ++i)
+        _mm512_mask_storeu_ps(a.y + (t0 + i) * a.ldy + (r - a.r0) - lane0, mask, out[i]);
+    }
+    r += n;
+  }
+}
+
+}  // namespace
+
+MatmulKernel matmul_qa_avx512(const Weight& w) {
+  switch (w.scales) {
+    case QaScales::f16_sym:
+      if (w.bits == 4) return matmul_qa<4, QaScales::f16_sym>;
+      if (w.bits == 8) return matmul_qa<8, QaScales::f16_sym>;
+      break;
+    case QaScales::f16_affine:
+      if (w.bits == 4) return matmul_qa<4, QaScales::f16_affine>;
+      break;
+    case QaScales::kquant:
+      if (w.bits == 4) return matmul_qa<4, QaScales::kquant>;
+      if (w.bits == 5) return matmul_qa<5, QaScales::kquant>;
+      break;
+    case QaScales::q6k:
+      if (w.bits == 6) return matmul_qa<6, QaScales::q6k>;
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace basalt::kernels
