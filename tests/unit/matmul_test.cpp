@@ -33,6 +33,8 @@ void put_f16(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
+std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
+
 // A weight with random contents in the engine layout of the given format.
 Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
   Weight w;
@@ -57,7 +59,16 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
       }
     }
   } else {
-    // Random rows in the row-major form, then packed into tiles.
+    return qa_weight_from_rows(f.name, f.bits, f.scales, rows, cols, random_rowmajor(f, rows, cols, rng).data());
+  }
+  w.data = w.owned.get();
+  return w;
+}
+
+// Random qa rows in the row-major form (quant/qa_layout.h), with sane scales.
+std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  {
     const size_t rm = qa_rowmajor_bytes(f.bits, f.scales, cols);
     const size_t qb = rm - (f.scales == QaScales::f16_sym ? cols / 32 * 2
                             : f.scales == QaScales::f16_affine ? cols / 32 * 4
@@ -88,10 +99,8 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
           break;
       }
     }
-    return qa_weight_from_rows(f.name, f.bits, f.scales, rows, cols, rows_rm.data());
+    return rows_rm;
   }
-  w.data = w.owned.get();
-  return w;
 }
 
 TEST(Matmul, EveryVariantMatchesReference) {
@@ -153,6 +162,38 @@ TEST(Matmul, QuantizedMatchesDequantizedFloat) {
       double exact = 0, mag = 0;
       for (int64_t i = 0; i < cols; ++i) exact += static_cast<double>(row[i]) * x[i], mag += std::fabs(row[i] * x[i]);
       EXPECT_NEAR(y[r], exact, 0.02 * mag) << f.name;
+    }
+  }
+}
+
+// Stacked matrices (MoE experts) whose row count is not a multiple of the
+// 16-row tile: each expert starts a fresh tile, and each expert's row range
+// computed alone equals the reference.
+TEST(Matmul, StackedExpertsWithPartialTiles) {
+  std::mt19937 rng(3);
+  const int64_t experts = 3, mat_rows = 20, cols = 256, n_tok = 3;
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    const auto rm = random_rowmajor(f, experts * mat_rows, cols, rng);
+    Weight w = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data(), mat_rows);
+    Weight flat = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data());
+    ASSERT_EQ(w.tiles_per_mat(), 2);
+    std::vector<float> x(static_cast<size_t>(n_tok * cols));
+    std::normal_distribution<float> nd(0, 1);
+    for (float& v : x) v = nd(rng);
+    QuantizedActs xq;
+    quantize_activations(x.data(), n_tok, cols, xq);
+    for (int64_t e = 0; e < experts; ++e) {
+      std::vector<float> ref(n_tok * mat_rows), got(ref.size());
+      // The same rows in an unstacked weight are the reference.
+      kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+        if (!cpu_supports(isa)) continue;
+        std::fill(got.begin(), got.end(), NAN);
+        matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << f.name << " expert " << e << " " << isa_name(isa);
+      }
     }
   }
 }
