@@ -7,6 +7,7 @@
 #include "core/model/model_spec.h"
 #include "core/runtime/batch.h"
 #include "core/runtime/kv_cache.h"
+#include "cpu/isa.h"
 
 namespace basalt::cpu {
 
@@ -30,7 +31,15 @@ void add(const float* a, const float* b, float* y, int64_t count);
 // of the cache, then out[t] = causal GQA attention of q[t] over positions
 // 0..pos[t] of its sequence, with an online softmax (no [n, n] scores).
 // q, out: [n][n_head * head_dim]; k, v: [n][n_head_kv * head_dim].
+// Runs the kernels of selected_isa() (BASALT_ISA); the overload takes the ISA
+// (every variant is tested against attention_ref). See cpu/attention.h.
 void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
                int64_t layer, const ModelSpec& spec);
+void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+               int64_t layer, const ModelSpec& spec, Isa isa);
+// The definition (cpu/ref/ops_ref.cpp): one (token, head) at a time, keys in
+// order, f16 converted one element at a time, exact expf. Also BASALT_ISA=scalar.
+void attention_ref(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+                   int64_t layer, const ModelSpec& spec);
 
 }  // namespace basalt::cpu

@@ -5,7 +5,9 @@
 # reports medians and the ratio. llama.cpp runs through llama-cpp-python
 # (pip install llama-cpp-python, built from source for this CPU).
 #
-#   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5]
+#   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5] [--json]
+#
+# -p 0 or -n 0 skips that part; --json adds one JSON line with the medians.
 import argparse
 import json
 import os
@@ -37,17 +39,19 @@ class LlamaCpp:
     def run(self):
         rnd = random.Random(1)
         toks = lambda k: [rnd.randrange(self.n_vocab) for _ in range(k)]
-        self.llm.reset()
-        t0 = time.perf_counter()
-        self.llm.eval(toks(self.args.p))
-        pp = self.args.p / (time.perf_counter() - t0)
+        pp = 0.0
+        if self.args.p:
+            self.llm.reset()
+            t0 = time.perf_counter()
+            self.llm.eval(toks(self.args.p))
+            pp = self.args.p / (time.perf_counter() - t0)
         self.llm.reset()
         if self.args.d:
             self.llm.eval(toks(self.args.d))
         t0 = time.perf_counter()
         for t in toks(self.args.n):
             self.llm.eval([t])
-        tg = self.args.n / (time.perf_counter() - t0)
+        tg = self.args.n / (time.perf_counter() - t0) if self.args.n else 0.0
         return pp, tg
 
 
@@ -59,6 +63,7 @@ def main():
     ap.add_argument("-d", type=int, default=0)
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=5)
+    ap.add_argument("--json", action="store_true", help="also print one JSON line with the medians")
     args = ap.parse_args()
     model = args.model or subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
     ref = LlamaCpp(args, model)
@@ -76,7 +81,12 @@ def main():
     for k, (pp, tg) in med.items():
         print(f"{k:10} {pp:12.1f} {tg:12.1f}")
     b, l = med["basalt"], med["llama.cpp"]
-    print(f"{'ratio':10} {b[0] / l[0]:12.2f} {b[1] / l[1]:12.2f}")
+    ratio = [b[i] / l[i] if l[i] else 0.0 for i in (0, 1)]
+    print(f"{'ratio':10} {ratio[0]:12.2f} {ratio[1]:12.2f}")
+    if args.json:
+        print(json.dumps({"model": Path(model).name, "threads": args.t, "p": args.p, "n": args.n, "d": args.d,
+                          "reps": args.r, "basalt_pp": b[0], "basalt_tg": b[1], "llamacpp_pp": l[0],
+                          "llamacpp_tg": l[1], "pp_ratio": ratio[0], "tg_ratio": ratio[1]}))
 
 
 if __name__ == "__main__":

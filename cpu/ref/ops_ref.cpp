@@ -54,8 +54,8 @@ void add(const float* a, const float* b, float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
 }
 
-void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
-               int64_t layer, const ModelSpec& spec) {
+void attention_ref(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+                   int64_t layer, const ModelSpec& spec) {
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) {

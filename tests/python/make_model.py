@@ -7,7 +7,7 @@
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
         [--rope-theta 10000 --rope-scale-linear 1.0] [--seed 0]
-        [--vocab smollm2|tiny]
+        [--vocab smollm2|tiny] [--vocab-size N]
 
 Tensor names and metadata keys are those llama.cpp writes, so llama.cpp
 loads these files too (tests/python/validate_reference.py relies on it).
@@ -23,6 +23,15 @@ Weight types (--type):
                             layers llama.cpp gives more bits; 256 rule as above
 Norm weights, biases and the MoE router (ffn_gate_inp) stay f32.
 
+Vocabularies (--vocab): smollm2 copies SmolLM2's tokenizer (49152 tokens);
+tiny trains a byte-level BPE of 512 tokens on a short corpus. --vocab-size N
+(tiny only) trims it, or pads it to N with merges of two byte symbols, so
+every token stays reachable and the tokenizer valid (e.g. 32000, as Llama 2
+and TinyLlama).
+
+Tensors are made, quantized and written one at a time, so memory stays near
+the largest tensor (a 1.1B model needs about 2 GB, not its float32 size).
+
 gguf-py has no quantizer for the K-quants, so this file carries a simple
 reference one (quantize_k below): it is not optimal, but the bytes it writes
 decode, with gguf.quants.dequantize, to within a K-quant step of the input,
@@ -37,6 +46,7 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import gguf
@@ -196,6 +206,7 @@ class ModelConfig:
     rope_scale_linear: float = 1.0
     seed: int = 0
     vocab: str = "tiny"
+    vocab_size: int = 0              # 0 = the vocabulary's own size
     rms_eps: float = 1e-5
 
     @property
@@ -252,6 +263,10 @@ def check_config(cfg: ModelConfig) -> None:
         raise ValueError("--experts needs --arch llama (Mixtral-style MoE)")
     if cfg.n_expert and not 0 < cfg.n_expert_used <= cfg.n_expert:
         raise ValueError(f"--experts-used {cfg.n_expert_used} must be in 1..{cfg.n_expert}")
+    if cfg.vocab_size and cfg.vocab != "tiny":
+        raise ValueError("--vocab-size needs --vocab tiny (the smollm2 vocabulary is copied as it is)")
+    if cfg.vocab_size and not _TINY_MIN <= cfg.vocab_size <= _TINY_MAX:
+        raise ValueError(f"--vocab-size {cfg.vocab_size}: the tiny vocabulary holds {_TINY_MIN}..{_TINY_MAX} tokens")
     types = {weight_type(cfg, "x"), weight_type(cfg, "output.weight")}
     if cfg.wtype == "mix-q4_k_m":
         types.add(QT.Q6_K)
@@ -306,8 +321,17 @@ _TINY_CHAT_TEMPLATE = (
 )
 
 
+_TINY_TRAINED = 512                  # tokens learned from the corpus; more are padding
+_TINY_MIN = 3 + 256                  # specials and bytes
+_TINY_MAX = _TINY_TRAINED + 256 * 256 - 256
+
+
 def tiny_vocab(n_vocab: int = 512) -> dict:
-    """A byte-level BPE vocabulary in gpt2 format: 3 specials, 256 bytes, merges."""
+    """A byte-level BPE vocabulary in gpt2 format: 3 specials, 256 bytes, merges.
+
+    Up to 512 tokens come from BPE training on _TINY_CORPUS; beyond that the
+    vocabulary is padded with merges of two byte symbols (lowest rank), so a
+    large vocabulary still has every token reachable by a merge."""
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     b2u = bytes_to_unicode()
     tokens = specials + [b2u[b] for b in range(256)]
@@ -317,7 +341,7 @@ def tiny_vocab(n_vocab: int = 512) -> dict:
     seqs = {tuple(b2u[b] for b in w.encode("utf-8")): c for w, c in words.items()}
     merges: list[str] = []
     banned: set[tuple[str, str]] = set()
-    while len(tokens) < n_vocab:
+    while len(tokens) < min(n_vocab, _TINY_TRAINED):
         pairs: Counter = Counter()
         for seq, c in seqs.items():
             for a, b in zip(seq, seq[1:]):
@@ -344,12 +368,18 @@ def tiny_vocab(n_vocab: int = 512) -> dict:
                     i += 1
             new_seqs[tuple(out)] = new_seqs.get(tuple(out), 0) + c
         seqs = new_seqs
+    symbols = [b2u[b] for b in range(256)]
+    pad = ((a, b) for a in symbols for b in symbols if a + b not in known)
+    while len(tokens) < n_vocab:
+        a, b = next(pad)
+        merges.append(f"{a} {b}")
+        tokens.append(a + b)
     types = [3] * len(specials) + [1] * (len(tokens) - len(specials))  # 3 control, 1 normal
     return {"tokens": tokens, "token_type": types, "merges": merges}
 
 
-def write_tiny_vocab(w: gguf.GGUFWriter) -> int:
-    v = tiny_vocab()
+def write_tiny_vocab(w: gguf.GGUFWriter, n_vocab: int = 0) -> int:
+    v = tiny_vocab(n_vocab or _TINY_TRAINED)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")                 # same pre-tokenizer as the real SmolLM2
     w.add_token_list(v["tokens"])
@@ -396,50 +426,62 @@ def copy_smollm2_vocab(w: gguf.GGUFWriter) -> int:
 # Weights and file
 # --------------------------------------------------------------------------
 
+# A tensor to make: name, numpy shape (n_out, n_in) (GGUF ne = [n_in, n_out]),
+# and the function that draws its values from the model's generator. Drawing
+# in plan order gives the same values whether tensors are made all at once
+# (make_weights) or one at a time while writing (write_model).
+WeightPlan = list[tuple[str, tuple[int, ...], Callable[[np.random.Generator], np.ndarray]]]
+
+
+def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
+    d, hd, ff, E = cfg.n_embd, cfg.hd, cfg.n_ff, cfg.n_expert
+    plan: WeightPlan = []
+
+    def lin(name: str, *shape: int, gain: float = 1.0) -> None:
+        # std 1/sqrt(n_in): each projection keeps unit-scale activations
+        plan.append((name, shape, lambda rng: (rng.standard_normal(shape) * gain / np.sqrt(shape[-1])).astype(np.float32)))
+
+    def norm(name: str, n: int) -> None:
+        plan.append((name, (n,), lambda rng: (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)))
+
+    def bias(name: str, n: int) -> None:
+        plan.append((name, (n,), lambda rng: (0.1 * rng.standard_normal(n)).astype(np.float32)))
+
+    # tied: the embedding is also the output head; std 4/sqrt(d) gives logits of std ~4
+    emb_std = 4.0 / np.sqrt(d) if cfg.tied else 1.0
+    plan.append(("token_embd.weight", (n_vocab, d),
+                 lambda rng: (rng.standard_normal((n_vocab, d)) * emb_std).astype(np.float32)))
+    for i in range(cfg.n_layer):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight", d)
+        lin(p + "attn_q.weight", cfg.n_head * hd, d)
+        lin(p + "attn_k.weight", cfg.n_head_kv * hd, d)
+        lin(p + "attn_v.weight", cfg.n_head_kv * hd, d)
+        if cfg.arch == "qwen2":
+            bias(p + "attn_q.bias", cfg.n_head * hd)
+            bias(p + "attn_k.bias", cfg.n_head_kv * hd)
+            bias(p + "attn_v.bias", cfg.n_head_kv * hd)
+        lin(p + "attn_output.weight", d, cfg.n_head * hd, gain=0.5)
+        norm(p + "ffn_norm.weight", d)
+        if E:
+            lin(p + "ffn_gate_inp.weight", E, d, gain=2.0)
+            lin(p + "ffn_gate_exps.weight", E, ff, d)
+            lin(p + "ffn_up_exps.weight", E, ff, d)
+            lin(p + "ffn_down_exps.weight", E, d, ff, gain=0.5)
+        else:
+            lin(p + "ffn_gate.weight", ff, d)
+            lin(p + "ffn_up.weight", ff, d)
+            lin(p + "ffn_down.weight", d, ff, gain=0.5)
+    norm("output_norm.weight", d)
+    if not cfg.tied:
+        lin("output.weight", n_vocab, d, gain=4.0)
+    return plan
+
+
 def make_weights(cfg: ModelConfig, n_vocab: int) -> dict[str, np.ndarray]:
     """Random float32 weights, numpy shapes (n_out, n_in) (GGUF ne = [n_in, n_out])."""
     rng = np.random.default_rng(cfg.seed)
-    d, hd, ff, E = cfg.n_embd, cfg.hd, cfg.n_ff, cfg.n_expert
-
-    def lin(*shape: int, gain: float = 1.0) -> np.ndarray:
-        # std 1/sqrt(n_in): each projection keeps unit-scale activations
-        return (rng.standard_normal(shape) * gain / np.sqrt(shape[-1])).astype(np.float32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
-
-    def bias(n: int) -> np.ndarray:
-        return (0.1 * rng.standard_normal(n)).astype(np.float32)
-
-    w: dict[str, np.ndarray] = {}
-    # tied: the embedding is also the output head; std 4/sqrt(d) gives logits of std ~4
-    emb_std = 4.0 / np.sqrt(d) if cfg.tied else 1.0
-    w["token_embd.weight"] = (rng.standard_normal((n_vocab, d)) * emb_std).astype(np.float32)
-    for i in range(cfg.n_layer):
-        p = f"blk.{i}."
-        w[p + "attn_norm.weight"] = norm(d)
-        w[p + "attn_q.weight"] = lin(cfg.n_head * hd, d)
-        w[p + "attn_k.weight"] = lin(cfg.n_head_kv * hd, d)
-        w[p + "attn_v.weight"] = lin(cfg.n_head_kv * hd, d)
-        if cfg.arch == "qwen2":
-            w[p + "attn_q.bias"] = bias(cfg.n_head * hd)
-            w[p + "attn_k.bias"] = bias(cfg.n_head_kv * hd)
-            w[p + "attn_v.bias"] = bias(cfg.n_head_kv * hd)
-        w[p + "attn_output.weight"] = lin(d, cfg.n_head * hd, gain=0.5)
-        w[p + "ffn_norm.weight"] = norm(d)
-        if E:
-            w[p + "ffn_gate_inp.weight"] = lin(E, d, gain=2.0)
-            w[p + "ffn_gate_exps.weight"] = lin(E, ff, d)
-            w[p + "ffn_up_exps.weight"] = lin(E, ff, d)
-            w[p + "ffn_down_exps.weight"] = lin(E, d, ff, gain=0.5)
-        else:
-            w[p + "ffn_gate.weight"] = lin(ff, d)
-            w[p + "ffn_up.weight"] = lin(ff, d)
-            w[p + "ffn_down.weight"] = lin(d, ff, gain=0.5)
-    w["output_norm.weight"] = norm(d)
-    if not cfg.tied:
-        w["output.weight"] = lin(n_vocab, d, gain=4.0)
-    return w
+    return {name: make(rng) for name, _, make in weight_plan(cfg, n_vocab)}
 
 
 def _layer_of(name: str) -> int:
@@ -472,24 +514,40 @@ def write_model(path: str | Path, cfg: ModelConfig) -> None:
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
-    n_vocab = copy_smollm2_vocab(w) if cfg.vocab == "smollm2" else write_tiny_vocab(w)
+    n_vocab = copy_smollm2_vocab(w) if cfg.vocab == "smollm2" else write_tiny_vocab(w, cfg.vocab_size)
     w.add_vocab_size(n_vocab)
 
-    for name, data in make_weights(cfg, n_vocab).items():
-        if data.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
-            w.add_tensor(name, data)                          # f32
-            continue
-        qtype = weight_type(cfg, name, _layer_of(name))
-        if qtype == QT.F32:
-            w.add_tensor(name, data)
-        elif qtype == QT.F16:
-            w.add_tensor(name, data.astype(np.float16))
+    # Tensor infos first (types and byte sizes follow from the shapes), then
+    # the data, made and written one tensor at a time.
+    plan = weight_plan(cfg, n_vocab)
+    stored = [_stored_type(cfg, name, shape) for name, shape, _ in plan]
+    for (name, shape, _), qtype in zip(plan, stored):
+        if qtype in (QT.F32, QT.F16):
+            dtype = np.float32 if qtype == QT.F32 else np.float16
+            w.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
         else:
-            w.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
+            block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+            nbytes = int(np.prod(shape[:-1])) * (shape[-1] // block) * type_size
+            w.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    w.write_ti_data_to_file()
+    rng = np.random.default_rng(cfg.seed)
+    for (name, _, make), qtype in zip(plan, stored):
+        data = make(rng)
+        if qtype == QT.F16:
+            data = data.astype(np.float16)
+        elif qtype != QT.F32:
+            data = quantize(data, qtype)
+        w.write_tensor_data(data)
+        del data
     w.close()
+
+
+def _stored_type(cfg: ModelConfig, name: str, shape: tuple[int, ...]) -> QT:
+    if len(shape) == 1 or name.endswith("ffn_gate_inp.weight"):
+        return QT.F32                                         # norms, biases, router
+    return weight_type(cfg, name, _layer_of(name))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -512,6 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-scale-linear", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab", choices=["tiny", "smollm2"], default="tiny")
+    p.add_argument("--vocab-size", type=int, default=0,
+                   help="tiny vocabulary size: trimmed or padded with byte-pair merges (default 512)")
     return p
 
 
@@ -522,7 +582,7 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
         rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, seed=ns.seed,
-        vocab=ns.vocab)
+        vocab=ns.vocab, vocab_size=ns.vocab_size)
 
 
 def parse_config(argv: list[str]) -> ModelConfig:

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+// Attention on the CPU threads: work cut into pieces of (tile of query rows,
+// a few KV heads, key range), run by the ISA's tile kernel (cpu/attention.h).
+// A row's pieces, when its key range was split, are merged afterwards.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/attention.h"
+#include "cpu/ops.h"
+
+namespace basalt::cpu {
+
+namespace {
+
+constexpr int64_t kTileRows = 32;        // query rows per tile and KV head: tokens x query heads of one KV head
+constexpr int64_t kPieceHeadDims = 512;  // KV heads of one piece: up to this many values of each cached row
+constexpr int64_t kPiecesPerThread = 8;  // split key ranges until there are this many pieces per thread...
+constexpr int64_t kMinPieceKeys = 256;   // ...of at least this many keys
+constexpr int64_t kKeyAlign = 64;        // key ranges start at a multiple of the kernels' key block
+
+struct Tile {
+  int64_t t0, n_tok;  // batch tokens [t0, t0 + n_tok), all of one sequence
+  int64_t keys;       // 1 + their largest position: the tile reads positions [0, keys)
+};
+
+struct Piece {
+  int64_t tile, kvh, n_kv, p0, p1;  // KV heads [kvh, kvh + n_kv), positions [p0, p1)
+  size_t state;  // offset of its m [rows], l [rows] and, split, o [n_tok][n_kv * group * head_dim] in Work::states
+};
+
+// Per calling thread, reused so a layer's call does not allocate.
+struct Work {
+  std::vector<Tile> tiles;
+  std::vector<Piece> pieces;
+  std::vector<int64_t> first;  // [tile * head groups + group]: its first piece; its pieces are consecutive
+  std::vector<int64_t> order;  // pieces, largest first (dynamic scheduling balances the rest)
+  std::vector<float> states;
+};
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// At least n floats for the tile kernel on the calling thread, 64-byte aligned.
+float* thread_scratch(size_t n) {
+  static thread_local std::vector<float> buf;
+  if (buf.size() < n + 16) buf.resize(n + 16);
+  const size_t misalign = reinterpret_cast<uintptr_t>(buf.data()) % 64;
+  return buf.data() + (misalign ? (64 - misalign) / sizeof(float) : 0);
+}
+
+// Merges the pieces [first, last) of one tile x KV heads, its key range split,
+// into rows of out.
+void merge(const Work& w, int64_t first, int64_t last, int64_t group, int64_t hd, int64_t qd, float* out) {
+  const Piece& p0 = w.pieces[first];
+  const Tile& tl = w.tiles[p0.tile];
+  const int64_t per_head = tl.n_tok * group, rows = p0.n_kv * per_head, ldo = p0.n_kv * group * hd;
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -INFINITY;
+    for (int64_t i = first; i < last; ++i) m = std::max(m, w.states[w.pieces[i].state + r]);
+    // row r = (kh * n_tok + i) * group + g: column (kh * group + g) * hd of token i
+    const int64_t i_tok = r % per_head / group, col = (r / per_head * group + r % group) * hd;
+    float* o = out + (tl.t0 + i_tok) * qd + p0.kvh * group * hd + col;
+    std::fill(o, o + hd, 0.0f);
+    float l = 0;
+    for (int64_t i = first; i < last; ++i) {
+      const float* s = w.states.data() + w.pieces[i].state;
+      const float mi = s[r], li = s[rows + r];
+      if (li == 0) continue;  // the row sees none of this piece's keys
+      const float c = std::exp(mi - m);
+      l += c * li;
+      const float* oi = s + 2 * rows + i_tok * ldo + col;
+      for (int64_t d = 0; d < hd; ++d) o[d] += c * oi[d];
+    }
+    const float inv = 1.0f / l;
+    for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+  }
+}
+
+}  // namespace
+
+const AttentionKernels* find_attention_kernels(Isa isa) {
+#if defined(BASALT_X86)
+  if (isa == Isa::avx512) return kernels::attention_avx512();
+  if (isa == Isa::avx2) return kernels::attention_avx2();
+#endif
+  (void)isa;
+  return nullptr;
+}
+
+void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+               int64_t layer, const ModelSpec& spec) {
+  attention(q, k, v, out, batch, kv, layer, spec, selected_isa());
+}
+
+void attention(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,
+               int64_t layer, const ModelSpec& spec, Isa isa) {
+  const AttentionKernels* kern = find_attention_kernels(isa);
+  if (!kern) return attention_ref(q, k, v, out, batch, kv, layer, spec);
+  const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
+  const int64_t n_kv = spec.n_head_kv, group = spec.n_head / n_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  static thread_local Work work;
+  Work& w = work;  // the caller's: OpenMP threads below must not see their own thread_local
+
+  // Tiles: runs of consecutive tokens of one sequence.
+  const int64_t tile_tok = std::max<int64_t>(1, kTileRows / group);
+  w.tiles.clear();
+  for (int64_t t = 0; t < n;) {
+    Tile tl{t, 0, 0};
+    for (; t < n && tl.n_tok < tile_tok && batch.seq[t] == batch.seq[tl.t0]; ++t, ++tl.n_tok)
+      tl.keys = std::max<int64_t>(tl.keys, batch.pos[t] + 1);
+    w.tiles.push_back(tl);
+  }
+
+  // Pieces: each tile x group of KV heads, its key range split when there are
+  // too few of them to keep every thread busy (decode: one token).
+  const int64_t heads_per_piece = std::clamp<int64_t>(kPieceHeadDims / hd, 1, n_kv);
+  const int64_t head_groups = (n_kv + heads_per_piece - 1) / heads_per_piece;
+  const int64_t n_threads = omp_get_max_threads();
+  const int64_t base = static_cast<int64_t>(w.tiles.size()) * head_groups;
+  const int64_t want = kPiecesPerThread * n_threads;
+  const int64_t splits = n_threads > 1 && base < want ? (want + base - 1) / base : 1;
+  w.pieces.clear();
+  w.first.clear();
+  size_t state = 0;
+  for (size_t ti = 0; ti < w.tiles.size(); ++ti) {
+    const Tile& tl = w.tiles[ti];
+    int64_t chunk = tl.keys;
+    if (splits > 1) chunk = std::max(kMinPieceKeys, round_up((tl.keys + splits - 1) / splits, kKeyAlign));
+    for (int64_t kvh = 0; kvh < n_kv; kvh += heads_per_piece) {
+      const int64_t nh = std::min(heads_per_piece, n_kv - kvh), rows = nh * tl.n_tok * group;
+      w.first.push_back(static_cast<int64_t>(w.pieces.size()));
+      const bool split = chunk < tl.keys;  // then each piece's o waits in states for merge()
+      for (int64_t p0 = 0; p0 < tl.keys; p0 += chunk) {
+        w.pieces.push_back({static_cast<int64_t>(ti), kvh, nh, p0, std::min(tl.keys, p0 + chunk), state});
+        state += static_cast<size_t>(rows * (split ? hd + 2 : 2));
+      }
+    }
+  }
+  w.first.push_back(static_cast<int64_t>(w.pieces.size()));
+  if (w.states.size() < state) w.states.resize(state);
+  w.order.resize(w.pieces.size());
+  for (size_t i = 0; i < w.order.size(); ++i) w.order[i] = static_cast<int64_t>(i);
+  auto cost = [&](int64_t i) { const Piece& p = w.pieces[i]; return p.n_kv * w.tiles[p.tile].n_tok * (p.p1 - p.p0); };
+  std::stable_sort(w.order.begin(), w.order.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
+
+  const int64_t n_pieces = static_cast<int64_t>(w.pieces.size());
+  const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
+#pragma omp parallel
+  {
+    // The batch's own keys and values first: its tokens see each other's.
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      kern->to_f16(k + t * kvd, kv.k(layer, batch.seq[t], batch.pos[t]), kvd);
+      kern->to_f16(v + t * kvd, kv.v(layer, batch.seq[t], batch.pos[t]), kvd);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n_pieces; ++i) {
+      const Piece& p = w.pieces[w.order[i]];
+      const Tile& tl = w.tiles[p.tile];
+      const int64_t rows = p.n_kv * tl.n_tok * group;
+      const int seq = batch.seq[tl.t0];
+      const bool whole = p.p0 == 0 && p.p1 == tl.keys;
+      float* s = w.states.data() + p.state;
+      AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
+                      kv.k(layer, seq, 0) + p.kvh * hd, kv.v(layer, seq, 0) + p.kvh * hd, kvd, p.p0, p.p1, scale,
+                      whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
+                      whole, s, s + rows, thread_scratch(scratch)};
+      kern->tile(a);
+    }
+#pragma omp for schedule(static)
+    for (int64_t tk = 0; tk < base; ++tk)
+      if (w.first[tk + 1] - w.first[tk] > 1) merge(w, w.first[tk], w.first[tk + 1], group, hd, qd, out);
+  }
+}
+
+}  // namespace basalt::cpu

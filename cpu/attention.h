@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// What each ISA implements for cpu::attention (cpu/ops.h). The driver
+// (cpu/attention.cpp) cuts the work into tiles of query rows (several tokens
+// of one sequence x the query heads that share one KV head) and key ranges,
+// runs them on the OpenMP threads and merges the partial softmax states of a
+// row's key ranges (split-K, so one decode token still uses every core).
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/isa.h"
+
+namespace basalt::cpu {
+
+// The query rows of tokens [0, n_tok) of one sequence for the n_kv KV heads
+// from the one at k, v (and the group query heads of each) against the cached
+// positions [p0, p1): a partial softmax state per row. Row r = (h * n_tok + i)
+// * group + g is token i, query head g of KV head h. Several KV heads at once
+// read the cache in address order.
+struct AttentionTile {
+  const float* q;      // row (h, i, g): q + i * ldq + (h * group + g) * head_dim, head_dim floats
+  int64_t ldq;
+  const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
+  int64_t n_tok, group, n_kv, head_dim;
+  const uint16_t* k;   // f16 key of KV head h at position p: k + p * ldkv + h * head_dim (v likewise)
+  const uint16_t* v;
+  int64_t ldkv;
+  int64_t p0, p1;
+  float scale;         // score = scale * q.k
+  // Over the positions p of [p0, p1) that row r sees, with s_p its scores:
+  float* o;     // row (h, i, g): o + i * ldo + (h * group + g) * head_dim, sum_p exp(s_p - m) v_p
+  int64_t ldo;
+  bool normalize;  // o divided by l: the piece is the row's whole key range, o is the output
+  float* m;     // [rows] max_p s_p; -inf (with l = 0, o = 0) when the row sees none of them
+  float* l;     // [rows] sum_p exp(s_p - m)
+  float* scratch;  // scratch_floats(n_kv, n_tok * group, head_dim) floats of the calling thread, 64-byte aligned
+};
+
+struct AttentionKernels {
+  void (*tile)(const AttentionTile& t);
+  int64_t (*scratch_floats)(int64_t n_kv, int64_t rows_per_kv_head, int64_t head_dim);
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n);  // round to nearest even, like f32_to_f16
+  void (*exp)(const float* x, float* y, int64_t n);        // the softmax's exp (here for its test)
+};
+
+// The kernels of one ISA; nullptr where there are none (attention() then runs attention_ref).
+const AttentionKernels* find_attention_kernels(Isa isa);
+
+namespace kernels {
+#if defined(BASALT_X86)
+const AttentionKernels* attention_avx2();    // cpu/x86/attention_avx2.cpp
+const AttentionKernels* attention_avx512();  // cpu/x86/attention_avx512.cpp
+#endif
+}  // namespace kernels
+
+}  // namespace basalt::cpu

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# basalt vs llama.cpp on every benchmark model and on SmolLM2, one table of
+# ratios at the end. Each model goes through scripts/bench_vs_llamacpp.py
+# (the engines alternate; medians), then decode after 4096 tokens of context
+# against decode at depth 0 on the 1.1B Q4_0 model.
+#
+#   scripts/make_bench_models.sh              # once: build/bench-models
+#   scripts/bench_all.sh [MODELS_DIR]         # about 30 min with 2 threads
+#
+# Environment: THREADS (2), REPS (5), P (512), N (128), DEPTH (4096; 0 skips
+# the depth runs), DEPTH_REPS (3), ONLY (a regex: only models whose file name
+# matches, e.g. ONLY=SmolLM2). Run it on an otherwise idle machine: the
+# machines are shared and noisy, and only ratios within one run mean much.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DIR="${1:-$ROOT/build/bench-models}"
+PY="${PYTHON:-python3}"
+THREADS="${THREADS:-2}" REPS="${REPS:-5}" P="${P:-512}" N="${N:-128}"
+DEPTH="${DEPTH:-4096}" DEPTH_REPS="${DEPTH_REPS:-3}" ONLY="${ONLY:-.}"
+
+[[ -x "$ROOT/build/bin/basalt" ]] || { echo "build/bin/basalt is missing: build first" >&2; exit 1; }
+"$PY" -c "import llama_cpp" 2>/dev/null || { echo "llama-cpp-python is missing (scripts/install-deps.sh)" >&2; exit 1; }
+
+SMOLLM2="$("$PY" "$ROOT/scripts/default_model.py")"
+MODELS=("$DIR/tinyllama-1.1b-q4_0.gguf" "$DIR/tinyllama-1.1b-q8_0.gguf" "$DIR/tinyllama-1.1b-q4_k_m.gguf"
+        "$DIR/moe-8x-q4_0.gguf" "$SMOLLM2")
+DEPTH_MODEL="$DIR/tinyllama-1.1b-q4_0.gguf"
+
+RESULTS="$(mktemp)"
+trap 'rm -f "$RESULTS"' EXIT
+T0=$SECONDS
+
+run() {  # run MODEL bench_vs_llamacpp-options...: its report on stderr, its JSON line kept
+  local model="$1"; shift
+  [[ -f "$model" ]] || { echo "$model is missing: run scripts/make_bench_models.sh" >&2; exit 1; }
+  echo "== $(basename "$model") $*" >&2
+  "$PY" "$ROOT/scripts/bench_vs_llamacpp.py" -m "$model" -t "$THREADS" --json "$@" > "$RESULTS.one"
+  grep -v '^{' "$RESULTS.one" >&2
+  tail -n 1 "$RESULTS.one" >> "$RESULTS"
+}
+
+for m in "${MODELS[@]}"; do
+  [[ "$(basename "$m")" =~ $ONLY ]] || continue
+  run "$m" -p "$P" -n "$N" -r "$REPS"
+done
+if [[ "$DEPTH" != 0 && "$(basename "$DEPTH_MODEL")" =~ $ONLY ]]; then
+  run "$DEPTH_MODEL" -p 0 -n 32 -d 0 -r "$DEPTH_REPS"
+  run "$DEPTH_MODEL" -p 0 -n 32 -d "$DEPTH" -r "$DEPTH_REPS"
+fi
+rm -f "$RESULTS.one"
+
+echo
+echo "basalt vs llama.cpp, $THREADS threads, medians ($((SECONDS - T0)) s in all)"
+"$PY" - "$RESULTS" <<'PYEOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+f = lambda v: f"{v:8.1f}" if v else "       -"
+r = lambda v: f"{v:6.2f}" if v else "     -"
+print(f"{'model':34} {'test':>14} | {'basalt pp':>9} {'llama pp':>8} {'ratio':>6} | {'basalt tg':>9} {'llama tg':>8} {'ratio':>6}")
+for x in rows:
+    test = (f"pp{x['p']}" if x["p"] else "") + (" " if x["p"] and x["n"] else "") + (f"tg{x['n']}" if x["n"] else "")
+    if x["d"]:
+        test += f"@d{x['d']}"
+    print(f"{x['model'][:34]:34} {test:>14} | {f(x['basalt_pp']):>9} {f(x['llamacpp_pp'])} {r(x['pp_ratio'])} | "
+          f"{f(x['basalt_tg']):>9} {f(x['llamacpp_tg'])} {r(x['tg_ratio'])}")
+deep = [x for x in rows if x["p"] == 0 and x["n"] and x["d"]]
+flat = [x for x in rows if x["p"] == 0 and x["n"] and not x["d"]]
+if deep and flat:
+    d, z = deep[-1], flat[-1]
+    print(f"decode at depth {d['d']} / depth 0: basalt {d['basalt_tg'] / z['basalt_tg']:.2f}, "
+          f"llama.cpp {d['llamacpp_tg'] / z['llamacpp_tg']:.2f}")
+PYEOF
