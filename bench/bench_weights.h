@@ -7,8 +7,7 @@
 // benchmark's weight construction going through make_bench_weight.
 #pragma once
 
-#include <omp.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>

@@ -6,7 +6,7 @@
 # against decode at depth 0 on the 1.1B Q4_0 model.
 #
 #   scripts/make_bench_models.sh              # once: build/bench-models
-#   scripts/bench_all.sh [MODELS_DIR]         # about 30 min with 2 threads
+#   scripts/bench_all.sh [MODELS_DIR]         # 20-30 min with 2 threads, idle machine
 #
 # Environment: THREADS (2), REPS (5), P (512), N (128), DEPTH (4096; 0 skips
 # the depth runs), DEPTH_REPS (3), ONLY (a regex: only models whose file name
