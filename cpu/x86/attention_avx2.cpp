@@ -44,7 +44,8 @@ struct Simd {
   static V exp(V x) {
     const V under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
     x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));  // NaN passes (2nd operand)
-    const V n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const V n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     V f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
     V p = _mm256_set1_ps(1.0f / 720);

@@ -163,7 +163,8 @@ std::vector<Isa> vector_isas() {
   std::vector<Isa> isas;
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     if (!cpu_supports(isa)) std::printf("[ note ] %s attention not tested: this CPU lacks it\n", isa_name(isa));
-    else if (!cpu::find_attention_kernels(isa)) std::printf("[ note ] no %s attention kernels in this build\n", isa_name(isa));
+    else if (!cpu::find_attention_kernels(isa))
+      std::printf("[ note ] no %s attention kernels in this build\n", isa_name(isa));
     else isas.push_back(isa);
   }
   return isas;
