@@ -7,6 +7,12 @@
 #
 #   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5] [--json]
 #
+# On CPUs that report AMX without the kernel enabling it (this machine kind),
+# a GGML_NATIVE build dies with SIGILL; build llama-cpp-python like this:
+#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+#     -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON
+#     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" pip install llama-cpp-python
+#
 # -p 0 or -n 0 skips that part; --json adds one JSON line with the medians.
 import argparse
 import json
