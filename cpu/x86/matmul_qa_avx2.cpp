@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cpu/matmul.h"
+#include "cpu/x86/qa_dispatch.h"
 #include "quant/qa_layout.h"
 
 namespace basalt::kernels {
@@ -178,26 +179,13 @@ void matmul_qa(const MatmulArgs& a) {
   }
 }
 
+template <int Bits, QaScales S>
+struct QaKernel {
+  static void run(const MatmulArgs& a) { matmul_qa<Bits, S>(a); }
+};
+
 }  // namespace
 
-MatmulKernel matmul_qa_avx2(const Weight& w) {
-  switch (w.scales) {
-    case QaScales::f16_sym:
-      if (w.bits == 4) return matmul_qa<4, QaScales::f16_sym>;
-      if (w.bits == 8) return matmul_qa<8, QaScales::f16_sym>;
-      break;
-    case QaScales::f16_affine:
-      if (w.bits == 4) return matmul_qa<4, QaScales::f16_affine>;
-      break;
-    case QaScales::kquant:
-      if (w.bits == 4) return matmul_qa<4, QaScales::kquant>;
-      if (w.bits == 5) return matmul_qa<5, QaScales::kquant>;
-      break;
-    case QaScales::q6k:
-      if (w.bits == 6) return matmul_qa<6, QaScales::q6k>;
-      break;
-  }
-  return nullptr;
-}
+MatmulKernel matmul_qa_avx2(const Weight& w) { return qa_dispatch<QaKernel>(w); }
 
 }  // namespace basalt::kernels
