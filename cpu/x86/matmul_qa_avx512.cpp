@@ -2,7 +2,7 @@
 // qa matmul on AVX-512 VNNI over the tiled layout (quant/qa_layout.h): each
 // 32-bit lane is one row of a 16-row tile, so one vpdpbusd advances 16 rows'
 // dot products by 4 weights, and each block's 16 scales apply with one FMA.
-// Up to 4 tokens share each unpacked block (prefill); one token is decode.
+// Up to 8 tokens share each unpacked block (prefill); one token is decode.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,7 +16,7 @@ namespace basalt::kernels {
 
 namespace {
 
-constexpr int kMaxTok = 4;
+constexpr int kMaxTok = 6;  // tokens per pass over a tile: 8 float accumulators + 8 unpacked vectors
 constexpr int kPrefetchBytes = 4096;
 
 inline __m512 load_f16x16(const uint8_t* p) {
@@ -93,10 +93,11 @@ void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const Qua
   const int64_t n_groups = L.groups(nb * kQaBlock);
   __m512 acc[NT];
   for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
-  const int8_t* xrow[NT];
-  const float* xd[NT];
-  const int32_t* xs[NT];
-  for (int i = 0; i < NT; ++i) xrow[i] = xq.q_row(t0 + i), xd[i] = xq.d_row(t0 + i), xs[i] = xq.sum16_row(t0 + i);
+  // Token i's rows are at a fixed stride from token t0's (fewer live pointers).
+  const int8_t* xq0 = xq.q_row(t0);
+  const float* xd0 = xq.d_row(t0);
+  const int32_t* xs0 = xq.sum16_row(t0);
+  const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
 
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* grp = tile + g * gbytes;
@@ -117,27 +118,27 @@ void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const Qua
       if constexpr (S == QaScales::q6k)
         scale = _mm512_mul_ps(sup_d, load_i8x16(st)), scale_hi = _mm512_mul_ps(sup_d, load_i8x16(st + 16));
       for (int i = 0; i < NT; ++i) {
-        const int8_t* x = xrow[i] + b * 32;
-        const int32_t s0 = xs[i][2 * b], s1 = xs[i][2 * b + 1];
-        const __m512 vxd = _mm512_set1_ps(xd[i][b]);
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        const int8_t* x = xq0 + i * q_stride + b * 32;
+        const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
+        const float xd = xd0[i * d_stride + b];
+        const __m512 vxd = _mm512_set1_ps(xd);
+        // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
+        __m512i a0 = kSplitHalves || kZero == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-kZero * (s0 + s1));
+        __m512i a1 = kSplitHalves ? _mm512_set1_epi32(-kZero * s1) : _mm512_setzero_si512();
+        if constexpr (kSplitHalves) a0 = _mm512_set1_epi32(-kZero * s0);
         for (int c = 0; c < 4; ++c) {
           a0 = _mm512_dpbusd_epi32(a0, lo[c], bcast4(x + 4 * c));
           a1 = _mm512_dpbusd_epi32(a1, hi[c], bcast4(x + 16 + 4 * c));
         }
         if constexpr (kSplitHalves) {
-          a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(kZero * s0));
-          a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(kZero * s1));
           acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale, vxd), acc[i]);
           acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), acc[i]);
         } else {
-          __m512i a = _mm512_add_epi32(a0, a1);
-          if constexpr (kZero != 0) a = _mm512_sub_epi32(a, _mm512_set1_epi32(kZero * (s0 + s1)));
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(scale, vxd), acc[i]);
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale, vxd), acc[i]);
           if constexpr (S == QaScales::f16_affine)
-            acc[i] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd[i][b] * static_cast<float>(s0 + s1)), acc[i]);
+            acc[i] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), acc[i]);
           if constexpr (S == QaScales::kquant)
-            acc[i] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd[i][b] * static_cast<float>(s0 + s1)), acc[i]);
+            acc[i] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), acc[i]);
         }
       }
     }
@@ -163,7 +164,9 @@ void matmul_qa(const MatmulArgs& a) {
         case 1: tile_x_tokens<Bits, S, 1>(L, tile, nb, *a.xq, t0, out); break;
         case 2: tile_x_tokens<Bits, S, 2>(L, tile, nb, *a.xq, t0, out); break;
         case 3: tile_x_tokens<Bits, S, 3>(L, tile, nb, *a.xq, t0, out); break;
-        default: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
+        case 4: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
+        case 5: tile_x_tokens<Bits, S, 5>(L, tile, nb, *a.xq, t0, out); break;
+        default: tile_x_tokens<Bits, S, 6>(L, tile, nb, *a.xq, t0, out); break;
       }
       // Lane l of the tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
       for (int64_t i = 0; i < nt; ++i)
