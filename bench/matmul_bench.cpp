@@ -8,6 +8,8 @@
 //
 // Weights rotate through copies of at least BASALT_BENCH_WSET_MIB (default
 // 1024) MiB, as a model's layers do, so they come from memory, not cache.
+// Dense formats from onednn_min_tokens() run through oneDNN unless
+// BASALT_ONEDNN=0 (then the hand kernels, for comparison).
 // Activations are quantized before timing (the engine does it once per
 // tensor and shares it among the matmuls that read it). cpu% well below 100
 // means other jobs took the cores and the figures are low.
@@ -32,6 +34,7 @@
 #include "core/util/threads.h"
 #include "cpu/activations.h"
 #include "cpu/matmul.h"
+#include "cpu/onednn_matmul.h"
 
 namespace basalt::bench {
 namespace {
@@ -46,7 +49,7 @@ const Shape kShapes[] = {
     {"1.1b.ffn_down", 2048, 5632}, {"1.1b.output", 32000, 2048}, {"7b.attn_q", 4096, 4096},
     {"7b.ffn_up", 11008, 4096},    {"7b.ffn_down", 4096, 11008},
 };
-const int64_t kTokens[] = {1, 16, 512};
+const int64_t kTokens[] = {1, 8, 16, 64, 512};
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
 
 double env_double(const char* name, double fallback) {
@@ -132,6 +135,8 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   std::string label = w.describe();
   if (isa != Isa::scalar && find_matmul_kernel(w, isa) == find_matmul_kernel(w, static_cast<Isa>(static_cast<int>(isa) - 1)))
     label += ", no own kernel: lower ISA's";
+  if (w.format != WeightFormat::qa && n_tok >= onednn_min_tokens(w.format) && isa != Isa::scalar && onednn_available())
+    label += ", oneDNN (best ISA)";
   state.SetLabel(label);
 }
 

@@ -39,6 +39,7 @@ MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel ex
 MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
 MatmulKernel matmul_qa_avx512(const Weight& w);
+void widen_f16_avx2(const uint8_t* src, float* dst, int64_t n);  // n f16 values (F16C) to f32
 #endif
 }  // namespace kernels
 

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Every matmul kernel variant (format x ISA) against the scalar reference, on
 // odd shapes: rows not a multiple of the tile, 1 to 17 tokens, long rows.
+// From onednn_min_tokens() tokens the non-scalar variants of dense formats run
+// through oneDNN (cpu/onednn_matmul.h) in builds that have it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "cpu/matmul.h"
+#include "cpu/onednn_matmul.h"
 #include "quant/half.h"
 #include "quant/qa_layout.h"
 
@@ -112,10 +115,13 @@ TEST(Matmul, EveryVariantMatchesReference) {
       if (k_type && cols % 256) continue;
       for (int64_t rows : {1, 15, 33}) {
         Weight w = random_weight(f, rows, cols, rng);
-        for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 17}) {
+        for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 17, 33}) {
           std::vector<float> x(static_cast<size_t>(n_tok * cols));
           std::normal_distribution<float> nd(0, 1);
           for (float& v : x) v = nd(rng);
+          // oneDNN takes bf16 activations with bf16 weights: values it can hold exactly keep the bound tight.
+          if (f.format == WeightFormat::bf16)
+            for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
           QuantizedActs xq;
           quantize_activations(x.data(), n_tok, cols, xq);
           std::vector<float> ref(static_cast<size_t>(n_tok * rows)), got(ref.size());
@@ -132,7 +138,8 @@ TEST(Matmul, EveryVariantMatchesReference) {
             double worst = 0;
             for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
             EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
-                << f.name << " " << isa_name(isa) << " rows " << rows << " cols " << cols << " tokens " << n_tok;
+                << f.name << " " << isa_name(isa) << (f.format != WeightFormat::qa && n_tok >= onednn_min_tokens(f.format) ? " (oneDNN)" : "")
+                << " rows " << rows << " cols " << cols << " tokens " << n_tok;
             ++checked;
           }
         }

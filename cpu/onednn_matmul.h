@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// Dense (f32, f16, bf16) prefill GEMMs through oneDNN's matmul primitive,
+// which reaches most of the FMA / bf16 peak where the hand kernels (made for
+// decode, cpu/x86/matmul_x86.inc) reach about a tenth of it. Quantized
+// weights never come here: oneDNN 2.6 has no group-scaled int4/int8 weights,
+// and the qa kernels run on them directly (docs/ARCHITECTURE.md, "oneDNN").
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/matmul.h"
+
+namespace basalt {
+
+// From how many tokens oneDNN beats the hand kernels, per dense format
+// (bench/matmul_bench.cpp with BASALT_ONEDNN=0 and 1, 1.1B shapes, 2 threads):
+// f32 and bf16 are 2x faster at 8 tokens already; f16 pays for widening its
+// panels and loses at 16 tokens (1.2x slower), wins at 64 (2.4-3x).
+inline int64_t onednn_min_tokens(WeightFormat f) { return f == WeightFormat::f16 ? 32 : 8; }
+
+// Built with oneDNN, and not turned off with BASALT_ONEDNN=0.
+bool onednn_available();
+
+// y = x W^T for rows [r0, r1) of a dense weight; oneDNN threads it itself
+// (OpenMP, the engine's thread count). bf16 weights take bf16 activations
+// (rounded to nearest even, as llama.cpp and PyTorch do); f16 weights are
+// widened to f32 one panel of rows at a time, so results are exact f32 GEMMs.
+// False where oneDNN cannot run this format on this CPU (bf16 needs AVX-512):
+// the caller then uses the hand kernels.
+bool onednn_matmul(const MatmulArgs& a);
+
+}  // namespace basalt
