@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/isa.h"
+
 namespace basalt {
 
 // Rows are padded to a multiple of 64 columns with zeros (q = 0, d = 0,
@@ -24,6 +26,9 @@ struct QuantizedActs {
 
 // x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like
 // llama.cpp's Q8_0 activations.
+// Rows run through the row kernels of selected_isa() (cpu/rows.h), or of isa.
+// rms_norm and swiglu (cpu/ops.h) make this form as they go, when asked to.
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out);
+void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out, Isa isa);
 
 }  // namespace basalt

@@ -26,17 +26,29 @@ class CpuBackend final : public Backend {
   void begin_batch(RunContext& ctx) override {
     quantized_.resize(ctx.graph->tensors.size());
     for (auto& q : quantized_) q.valid = false;
+    if (wanted_.empty()) {  // the tensors that qa matmuls read: made in int8 form by the op that writes them
+      wanted_.assign(ctx.graph->tensors.size(), false);
+      for (const Node& n : ctx.graph->nodes)
+        if (n.op == Op::matmul && n.weight->format == WeightFormat::qa) wanted_[static_cast<size_t>(n.in[0])] = true;
+    }
   }
 
   void run(const Node& n, RunContext& ctx) override {
     const int64_t rows = ctx.rows(n.out), w_out = ctx.width(n.out);
     float* out = ctx.buf(n.out);
+    // The int8 form of out, made by a fused op below, or left to the first matmul that needs it.
+    CachedActs& out_q = quantized_[static_cast<size_t>(n.out)];
+    out_q.valid = false;
+    QuantizedActs* fused_q = wanted_[static_cast<size_t>(n.out)] ? &out_q.acts : nullptr;
     const float* in0 = n.in[0] >= 0 ? ctx.buf(n.in[0]) : nullptr;
     switch (n.op) {
       case Op::embed:
         for (int64_t t = 0; t < rows; ++t) dequantize_row(*n.weight, ctx.batch->tokens[t], out + t * w_out);
         break;
-      case Op::rms_norm: cpu::rms_norm(in0, n.vec->data(), out, rows, w_out, n.eps); break;
+      case Op::rms_norm:
+        cpu::rms_norm(in0, n.vec->data(), out, rows, w_out, n.eps, fused_q);
+        out_q.valid = fused_q != nullptr;
+        break;
       case Op::matmul: {
         const QuantizedActs* xq = n.weight->format == WeightFormat::qa ? &quantized(n.in[0], ctx) : nullptr;
         matmul({n.weight, in0, xq, rows, out, w_out, 0, n.weight->rows});
@@ -54,7 +66,10 @@ class CpuBackend final : public Backend {
       case Op::attention:
         cpu::attention(in0, ctx.buf(n.in[1]), ctx.buf(n.in[2]), out, *ctx.batch, *ctx.kv, n.layer, *ctx.spec);
         break;
-      case Op::swiglu: cpu::swiglu(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
+      case Op::swiglu:
+        cpu::swiglu(in0, ctx.buf(n.in[1]), out, rows, w_out, fused_q);
+        out_q.valid = fused_q != nullptr;
+        break;
       case Op::add: cpu::add(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
       case Op::moe: cpu::moe_ffn(*n.moe, in0, out, rows, w_out, moe_scratch_); break;
       case Op::gather_out:
@@ -62,7 +77,6 @@ class CpuBackend final : public Backend {
           std::memmove(out + i * w_out, in0 + ctx.out_rows[i] * w_out, sizeof(float) * w_out);
         break;
     }
-    if (n.out >= 0) quantized_[static_cast<size_t>(n.out)].valid = false;
   }
 
  private:
@@ -82,6 +96,7 @@ class CpuBackend final : public Backend {
 
   const Model& model_;
   std::vector<CachedActs> quantized_;
+  std::vector<bool> wanted_;  // per tensor: read by a qa matmul
   cpu::MoeScratch moe_scratch_;
 };
 

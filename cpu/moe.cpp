@@ -66,12 +66,8 @@ void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d
     }
     matmul({m.gate, s.xe.data(), xq, ne, s.gate.data(), F, e * F, (e + 1) * F});
     matmul({m.up, s.xe.data(), xq, ne, s.up.data(), F, e * F, (e + 1) * F});
-    swiglu(s.gate.data(), s.up.data(), s.gate.data(), ne * F);
-    const QuantizedActs* hq = nullptr;
-    if (m.down->format == WeightFormat::qa) {
-      quantize_activations(s.gate.data(), ne, F, s.hq);
-      hq = &s.hq;
-    }
+    const QuantizedActs* hq = m.down->format == WeightFormat::qa ? &s.hq : nullptr;
+    swiglu(s.gate.data(), s.up.data(), s.gate.data(), ne, F, hq ? &s.hq : nullptr);
     matmul({m.down, s.gate.data(), hq, ne, s.ye.data(), d, e * d, (e + 1) * d});
     for (int64_t i = 0; i < ne; ++i) {
       float* yt = y + s.tokens[i] * d;

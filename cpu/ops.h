@@ -7,12 +7,14 @@
 #include "core/model/model_spec.h"
 #include "core/runtime/batch.h"
 #include "core/runtime/kv_cache.h"
+#include "cpu/activations.h"
 #include "cpu/isa.h"
 
 namespace basalt::cpu {
 
-// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w        x, y: [n][d]; may alias
-void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps);
+// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w        x, y: [n][d]; may alias.
+// yq, when given: also y quantized (cpu/activations.h), each row as it is made.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, QuantizedActs* yq = nullptr);
 
 // Rotates the first rope_dim dims of each head of x: [n][n_head * head_dim], in place.
 struct RopeParams {
@@ -22,8 +24,9 @@ struct RopeParams {
 };
 void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p);
 
-// y = silu(gate) * up, element-wise over count values; y may alias gate.
-void swiglu(const float* gate, const float* up, float* y, int64_t count);
+// y = silu(gate) * up, element-wise; gate, up, y: [n][d]; y may alias gate.
+// yq as for rms_norm. Both run the row kernels of selected_isa() (cpu/rows.h).
+void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq = nullptr);
 // y = a + b; y may alias a.
 void add(const float* a, const float* b, float* y, int64_t count);
 

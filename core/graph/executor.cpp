@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "core/graph/executor.h"
 
+#include <chrono>
+
 #include "core/error.h"
+#include "core/graph/profile.h"
 #include "cpu/backend_cpu.h"
 
 namespace basalt {
@@ -48,7 +51,16 @@ const float* Executor::run(const Batch& batch) {
   for (int64_t i = 0; i < n; ++i)
     if (batch.want_logits[i]) ctx_.out_rows.push_back(static_cast<int32_t>(i));
   for (auto& b : backends_) b->begin_batch(ctx_);
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) placement_[i]->run(graph_.nodes[i], ctx_);
+  OpProfile* profile = OpProfile::get();
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (!profile) {
+      placement_[i]->run(graph_.nodes[i], ctx_);
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    placement_[i]->run(graph_.nodes[i], ctx_);
+    profile->add(graph_.nodes[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   return ctx_.buf(graph_.logits);
 }
 

@@ -8,17 +8,6 @@
 
 namespace basalt::cpu {
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps) {
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * d;
-    float* yt = y + t * d;
-    double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xt[i]) * xt[i];
-    const float scale = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-    for (int64_t i = 0; i < d; ++i) yt[i] = xt[i] * scale * w[i];
-  }
-}
-
 void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
@@ -40,13 +29,6 @@ void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
         xh[b] = x0 * sn[i] + x1 * cs[i];
       }
     }
-  }
-}
-
-void swiglu(const float* gate, const float* up, float* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float g = gate[i];
-    y[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 

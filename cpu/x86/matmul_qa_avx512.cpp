@@ -2,11 +2,13 @@
 // qa matmul on AVX-512 VNNI over the tiled layout (quant/qa_layout.h): each
 // 32-bit lane is one row of a 16-row tile, so one vpdpbusd advances 16 rows'
 // dot products by 4 weights, and each block's 16 scales apply with one FMA.
-// Up to 8 tokens share each unpacked block (prefill); one token is decode.
+// Up to 6 tokens share each unpacked block (prefill); up to 2 tokens (decode)
+// run two tiles from distant rows side by side: two read streams per thread.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "cpu/matmul.h"
 #include "cpu/x86/qa_dispatch.h"
@@ -16,7 +18,8 @@ namespace basalt::kernels {
 
 namespace {
 
-constexpr int kMaxTok = 6;  // tokens per pass over a tile: 8 float accumulators + 8 unpacked vectors
+constexpr int kMaxTok = 6;     // tokens per pass over a tile (prefill): 6 accumulators + 8 unpacked vectors
+constexpr int kPairTokens = 2;  // up to this many tokens, two tiles per pass (two read streams)
 constexpr int kPrefetchBytes = 4096;
 
 inline __m512 load_f16x16(const uint8_t* p) {
@@ -82,17 +85,19 @@ inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
   }
 }
 
-// One tile (16 rows) x NT tokens.
-template <int Bits, QaScales S, int NT>
-void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const QuantizedActs& xq, int64_t t0,
-                   __m512 out[NT]) {
+// NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
+// two read streams, which this CPU needs to reach its bandwidth (decode).
+template <int Bits, QaScales S, int NT, int NTILE>
+void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
+                    __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
   const int G = L.blocks_per_group;
   const size_t gbytes = L.group_bytes();
   const int64_t n_groups = L.groups(nb * kQaBlock);
-  __m512 acc[NT];
-  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  __m512 acc[NTILE][NT];
+  for (int u = 0; u < NTILE; ++u)
+    for (int i = 0; i < NT; ++i) acc[u][i] = _mm512_setzero_ps();
   // Token i's rows are at a fixed stride from token t0's (fewer live pointers).
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
@@ -100,50 +105,103 @@ void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const Qua
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
 
   for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* grp = tile + g * gbytes;
-    for (size_t off = 0; off < gbytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + kPrefetchBytes + off), _MM_HINT_T0);
-    __m512 sup_d, sup_m;  // super-block scales (K-quants)
-    if constexpr (S == QaScales::kquant) sup_d = load_f16x16(grp), sup_m = load_f16x16(grp + 32);
-    if constexpr (S == QaScales::q6k) sup_d = load_f16x16(grp);
+    const uint8_t* grp[NTILE];
+    __m512 sup_d[NTILE], sup_m[NTILE];  // super-block scales (K-quants)
+    for (int u = 0; u < NTILE; ++u) {
+      grp[u] = tiles[u] + g * gbytes;
+      for (size_t off = 0; off < gbytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(grp[u] + kPrefetchBytes + off), _MM_HINT_T0);
+      if constexpr (S == QaScales::kquant) sup_d[u] = load_f16x16(grp[u]), sup_m[u] = load_f16x16(grp[u] + 32);
+      if constexpr (S == QaScales::q6k) sup_d[u] = load_f16x16(grp[u]);
+    }
     for (int j = 0; j < G; ++j) {
       const int64_t b = g * G + j;
-      const uint8_t* st = L.scales(grp, j);
-      __m512i lo[4], hi[4];
-      unpack<Bits>(L.quants(grp, j), lo, hi);
-      __m512 scale, scale_hi, bias;
-      if constexpr (S == QaScales::f16_sym) scale = load_f16x16(st);
-      if constexpr (S == QaScales::f16_affine) scale = load_f16x16(st), bias = load_f16x16(st + 32);
-      if constexpr (S == QaScales::kquant)
-        scale = _mm512_mul_ps(sup_d, load_u8x16(st)), bias = _mm512_mul_ps(sup_m, load_u8x16(st + 16));
-      if constexpr (S == QaScales::q6k)
-        scale = _mm512_mul_ps(sup_d, load_i8x16(st)), scale_hi = _mm512_mul_ps(sup_d, load_i8x16(st + 16));
+      __m512i lo[NTILE][4], hi[NTILE][4];
+      __m512 scale[NTILE], scale_hi[NTILE], bias[NTILE];
+      for (int u = 0; u < NTILE; ++u) {
+        const uint8_t* st = L.scales(grp[u], j);
+        unpack<Bits>(L.quants(grp[u], j), lo[u], hi[u]);
+        if constexpr (S == QaScales::f16_sym) scale[u] = load_f16x16(st);
+        if constexpr (S == QaScales::f16_affine) scale[u] = load_f16x16(st), bias[u] = load_f16x16(st + 32);
+        if constexpr (S == QaScales::kquant)
+          scale[u] = _mm512_mul_ps(sup_d[u], load_u8x16(st)), bias[u] = _mm512_mul_ps(sup_m[u], load_u8x16(st + 16));
+        if constexpr (S == QaScales::q6k)
+          scale[u] = _mm512_mul_ps(sup_d[u], load_i8x16(st)), scale_hi[u] = _mm512_mul_ps(sup_d[u], load_i8x16(st + 16));
+      }
       for (int i = 0; i < NT; ++i) {
         const int8_t* x = xq0 + i * q_stride + b * 32;
         const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
         const float xd = xd0[i * d_stride + b];
         const __m512 vxd = _mm512_set1_ps(xd);
-        // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
-        __m512i a0 = kSplitHalves || kZero == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-kZero * (s0 + s1));
-        __m512i a1 = kSplitHalves ? _mm512_set1_epi32(-kZero * s1) : _mm512_setzero_si512();
-        if constexpr (kSplitHalves) a0 = _mm512_set1_epi32(-kZero * s0);
-        for (int c = 0; c < 4; ++c) {
-          a0 = _mm512_dpbusd_epi32(a0, lo[c], bcast4(x + 4 * c));
-          a1 = _mm512_dpbusd_epi32(a1, hi[c], bcast4(x + 16 + 4 * c));
-        }
-        if constexpr (kSplitHalves) {
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale, vxd), acc[i]);
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), acc[i]);
-        } else {
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale, vxd), acc[i]);
-          if constexpr (S == QaScales::f16_affine)
-            acc[i] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), acc[i]);
-          if constexpr (S == QaScales::kquant)
-            acc[i] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), acc[i]);
+        for (int u = 0; u < NTILE; ++u) {
+          // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
+          __m512i a0 = kSplitHalves || kZero == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-kZero * (s0 + s1));
+          __m512i a1 = kSplitHalves ? _mm512_set1_epi32(-kZero * s1) : _mm512_setzero_si512();
+          if constexpr (kSplitHalves) a0 = _mm512_set1_epi32(-kZero * s0);
+          for (int c = 0; c < 4; ++c) {
+            a0 = _mm512_dpbusd_epi32(a0, lo[u][c], bcast4(x + 4 * c));
+            a1 = _mm512_dpbusd_epi32(a1, hi[u][c], bcast4(x + 16 + 4 * c));
+          }
+          __m512& ac = acc[u][i];
+          if constexpr (kSplitHalves) {
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale[u], vxd), ac);
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi[u], vxd), ac);
+          } else {
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale[u], vxd), ac);
+            if constexpr (S == QaScales::f16_affine)
+              ac = _mm512_fmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+            if constexpr (S == QaScales::kquant)
+              ac = _mm512_fnmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+          }
         }
       }
     }
   }
-  for (int i = 0; i < NT; ++i) out[i] = acc[i];
+  for (int u = 0; u < NTILE; ++u)
+    for (int i = 0; i < NT; ++i) out[u][i] = acc[u][i];
+}
+
+// The rows of one tile that a call computes: lanes [lane0, lane0 + n) are rows r.. r + n - 1.
+struct Span {
+  const uint8_t* tile;
+  int64_t r;
+  int lane0, n;
+};
+
+// NTILE spans x all tokens, kMax tokens per pass.
+template <int Bits, QaScales S, int NTILE, int kMax>
+void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const MatmulArgs& a) {
+  const uint8_t* tiles[NTILE];
+  for (int u = 0; u < NTILE; ++u) tiles[u] = sp[u]->tile;
+  for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMax) {
+    __m512 out[NTILE][kMax];
+    const int64_t nt = std::min<int64_t>(kMax, a.n_tok - t0);
+    auto run = [&]<int NT>() {
+      __m512 o[NTILE][NT];
+      tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
+      for (int u = 0; u < NTILE; ++u)
+        for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
+    };
+    if constexpr (kMax == 2) {
+      if (nt == 1) run.template operator()<1>();
+      else run.template operator()<2>();
+    } else {
+      switch (nt) {
+        case 1: run.template operator()<1>(); break;
+        case 2: run.template operator()<2>(); break;
+        case 3: run.template operator()<3>(); break;
+        case 4: run.template operator()<4>(); break;
+        case 5: run.template operator()<5>(); break;
+        default: run.template operator()<kMax>(); break;
+      }
+    }
+    // Lane l of a tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
+    for (int u = 0; u < NTILE; ++u) {
+      const __mmask16 mask = static_cast<__mmask16>(((1u << sp[u]->n) - 1) << sp[u]->lane0);
+      for (int64_t i = 0; i < nt; ++i)
+        _mm512_mask_storeu_ps(a.y + (t0 + i) * a.ldy + (sp[u]->r - a.r0) - sp[u]->lane0, mask, out[u][i]);
+    }
+  }
 }
 
 template <int Bits, QaScales S>
@@ -151,28 +209,33 @@ void matmul_qa(const MatmulArgs& a) {
   const Weight& w = *a.w;
   const QaLayout L = qa_layout(Bits, S);
   const int64_t nb = w.cols / kQaBlock;
+  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
+  thread_local std::vector<Span> spans;
+  spans.clear();
   for (int64_t r = a.r0; r < a.r1;) {
     int lane0;
     const uint8_t* tile = w.tile_of(r, &lane0);
     const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
     const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
-    const __mmask16 mask = static_cast<__mmask16>(((1u << n) - 1) << lane0);
-    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxTok) {
-      __m512 out[kMaxTok];
-      const int64_t nt = std::min<int64_t>(kMaxTok, a.n_tok - t0);
-      switch (nt) {
-        case 1: tile_x_tokens<Bits, S, 1>(L, tile, nb, *a.xq, t0, out); break;
-        case 2: tile_x_tokens<Bits, S, 2>(L, tile, nb, *a.xq, t0, out); break;
-        case 3: tile_x_tokens<Bits, S, 3>(L, tile, nb, *a.xq, t0, out); break;
-        case 4: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
-        case 5: tile_x_tokens<Bits, S, 5>(L, tile, nb, *a.xq, t0, out); break;
-        default: tile_x_tokens<Bits, S, 6>(L, tile, nb, *a.xq, t0, out); break;
-      }
-      // Lane l of the tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
-      for (int64_t i = 0; i < nt; ++i)
-        _mm512_mask_storeu_ps(a.y + (t0 + i) * a.ldy + (r - a.r0) - lane0, mask, out[i]);
-    }
+    spans.push_back({tile, r, lane0, n});
     r += n;
+  }
+  const size_t n_spans = spans.size();
+  if (a.n_tok <= kPairTokens) {  // decode: tiles from the two halves of the range side by side
+    const size_t half = n_spans / 2;
+    for (size_t i = 0; i < half; ++i) {
+      const Span* pair[2] = {&spans[i], &spans[half + i]};
+      run_spans<Bits, S, 2, 2>(L, pair, nb, a);
+    }
+    for (size_t i = 2 * half; i < n_spans; ++i) {
+      const Span* one[1] = {&spans[i]};
+      run_spans<Bits, S, 1, 2>(L, one, nb, a);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n_spans; ++i) {
+    const Span* one[1] = {&spans[i]};
+    run_spans<Bits, S, 1, kMaxTok>(L, one, nb, a);
   }
 }
 

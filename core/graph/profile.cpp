@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+#include "core/graph/profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "quant/weight.h"
+
+namespace basalt {
+
+namespace {
+
+// "blk.12.ffn_up.weight" -> "ffn_up"
+std::string weight_role(const std::string& name) {
+  std::string s = name;
+  if (s.rfind("blk.", 0) == 0) {
+    const size_t dot = s.find('.', 4);
+    if (dot != std::string::npos) s = s.substr(dot + 1);
+  }
+  if (s.size() > 7 && s.compare(s.size() - 7, 7, ".weight") == 0) s.resize(s.size() - 7);
+  return s;
+}
+
+class Table final : public OpProfile {
+ public:
+  void add(const Node& n, double seconds) override {
+    std::string key = op_name(n.op);
+    if (n.op == Op::matmul && n.weight) key += " " + weight_role(n.weight->name);
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[key];
+    e.seconds += seconds;
+    ++e.calls;
+  }
+
+  ~Table() {
+    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.seconds;
+    std::fprintf(stderr, "basalt profile (BASALT_PROFILE): %.3f s in ops\n%-24s %10s %7s %10s\n", total, "op", "seconds", "share",
+                 "calls");
+    for (const auto& [key, e] : rows)
+      std::fprintf(stderr, "%-24s %10.3f %6.1f%% %10lld\n", key.c_str(), e.seconds, total > 0 ? 100 * e.seconds / total : 0.0,
+                   static_cast<long long>(e.calls));
+  }
+
+ private:
+  struct Entry {
+    double seconds = 0;
+    long long calls = 0;
+  };
+  std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace
+
+OpProfile* OpProfile::get() {
+  static Table* table = [] {
+    const char* v = std::getenv("BASALT_PROFILE");
+    return v && *v && std::string(v) != "0" ? new Table : nullptr;
+  }();
+  static struct Printer {  // prints (and frees) the table at exit
+    ~Printer() { delete table; }
+  } printer;
+  return table;
+}
+
+}  // namespace basalt

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// The small SIMD interface the x86 kernel templates are written over
+// (attention_x86.inc, rows_x86.inc), on 256-bit vectors. Include only from
+// files compiled with AVX2 + FMA + F16C flags (*_avx2.cpp).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace basalt::cpu::kernels::avx2 {
+namespace {
+
+struct Simd {
+  using V = __m256;
+  static constexpr int kRegs = 16;  // vector registers
+  static constexpr int W = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V x) { _mm256_storeu_ps(p, x); }
+  static V load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store_f16(uint16_t* p, V x) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float hsum(V x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static float hmax(V x) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
+
+  // e^x = 2^n e^f with n = round(x / ln 2), f = x - n ln 2 in [-ln2/2, ln2/2]
+  // (ln 2 in two parts, Cody-Waite), e^f by its Taylor polynomial of degree 6
+  // (relative error < 2e-7 there), 2^n built in the exponent field. x is
+  // clamped to [-87.3, 88.3] so 2^n stays a normal float; below -87.3 (where
+  // e^x is under FLT_MIN, and for -inf) the result is 0; NaN stays NaN.
+  static V exp(V x) {
+    const V under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));  // NaN passes (2nd operand)
+    const V n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
+    V p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+  }
+
+  // Lane i of the result = the sum of the 8 lanes of a[i] (a transposing reduction).
+  static V reduce(const V* a) {
+    V b[4], c[2];
+    for (int i = 0; i < 4; ++i)  // 128-bit lane k: a[2i] and a[2i+1], pairs of their lane-k elements summed
+      b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 2; ++i) {  // lane k: the sums of lane k of a[4i..4i+3]
+      const __m256d x = _mm256_castps_pd(b[2 * i]), y = _mm256_castps_pd(b[2 * i + 1]);
+      c[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
+  }
+
+  static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
+  // stores them as int8 (|x| <= 127 here) and returns their sum.
+  static int32_t store_i8(int8_t* q, V x) {
+    const __m256i i = _mm256_cvtps_epi32(x);
+    const __m128i lo = _mm256_castsi256_si128(i), hi = _mm256_extracti128_si256(i, 1);
+    const __m128i w16 = _mm_packs_epi32(lo, hi);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_packs_epi16(w16, w16));
+    __m128i s = _mm_add_epi32(lo, hi);
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+  }
+};
+
+}  // namespace
+}  // namespace basalt::cpu::kernels::avx2

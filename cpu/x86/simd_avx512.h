@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// The small SIMD interface the x86 kernel templates are written over
+// (attention_x86.inc, rows_x86.inc), on 512-bit vectors. Include only from
+// files compiled with AVX-512 flags (*_avx512.cpp).
+// GCC 12 warns about its own AVX-512 headers (their self-initialized
+// "undefined" vectors, https://gcc.gnu.org/bugzilla/show_bug.cgi?id=105593).
+#pragma once
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+namespace basalt::cpu::kernels::avx512 {
+namespace {
+
+struct Simd {
+  using V = __m512;
+  static constexpr int kRegs = 32;  // vector registers
+  static constexpr int W = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V x) { _mm512_storeu_ps(p, x); }
+  static V load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store_f16(uint16_t* p, V x) {
+    const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+  }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static float hsum(V x) { return _mm512_reduce_add_ps(x); }
+  static float hmax(V x) { return _mm512_reduce_max_ps(x); }
+
+  // e^x = 2^n e^f with n = round(x / ln 2), f = x - n ln 2 in [-ln2/2, ln2/2]
+  // (ln 2 in two parts, Cody-Waite), e^f by its Taylor polynomial of degree 6
+  // (relative error < 2e-7 there), 2^n applied with vscalefps, which also
+  // makes the denormal results. x is clamped to [-104, 88.7]: e^-104 rounds
+  // to 0 and -inf gives 0; NaN stays NaN.
+  static V exp(V x) {
+    x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));  // NaN passes (2nd operand)
+    const V n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
+    V p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+  }
+
+  // Lane i of the result = the sum of the 16 lanes of a[i] (a transposing reduction).
+  static V reduce(const V* a) {
+    V b[8], c[4];
+    for (int i = 0; i < 8; ++i)  // 128-bit lane k: a[2i] and a[2i+1], pairs of their lane-k elements summed
+      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 4; ++i) {  // lane k: the sums of lane k of a[4i..4i+3]
+      const __m512d x = _mm512_castps_pd(b[2 * i]), y = _mm512_castps_pd(b[2 * i + 1]);
+      c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    const V d0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+    const V d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
+  }
+
+  static V abs(V x) { return _mm512_abs_ps(x); }
+  // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
+  // stores them as int8 (|x| <= 127 here) and returns their sum.
+  static int32_t store_i8(int8_t* q, V x) {
+    const __m512i i = _mm512_cvtps_epi32(x);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i));
+    return _mm512_reduce_add_epi32(i);
+  }
+};
+
+}  // namespace
+}  // namespace basalt::cpu::kernels::avx512

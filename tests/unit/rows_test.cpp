@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+// The row kernels (cpu/rows.h) of every ISA against the reference: int8
+// quantization byte for byte, SwiGLU within the vector exp's error; and the
+// fused ops (rms_norm / swiglu making the int8 form as they go) against the
+// two-pass result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cpu/activations.h"
+#include "cpu/ops.h"
+#include "cpu/rows.h"
+
+namespace basalt::cpu {
+namespace {
+
+std::vector<Isa> isas_here() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (cpu_supports(isa)) v.push_back(isa);
+    else std::printf("[ note ] %s row kernels not tested: this CPU lacks them\n", isa_name(isa));
+  }
+  return v;
+}
+
+// Values that exercise the rounding: ties (x * id = k + 0.5), zeros, one huge outlier per block, tiny rows.
+std::vector<float> tricky_row(int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = nd(rng);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    float* xb = x.data() + b * 32;
+    switch (b % 4) {
+      case 1:  // exact halves: amax 127 gives id 1
+        for (int j = 0; j < 32; ++j) xb[j] = static_cast<float>(j - 16) + 0.5f;
+        xb[31] = 127;
+        break;
+      case 2:  // all zero
+        for (int j = 0; j < 32; ++j) xb[j] = 0;
+        break;
+      case 3:  // an outlier, and denormal-sized values
+        xb[7] = -3e4f;
+        xb[8] = 1e-40f;
+        break;
+    }
+  }
+  return x;
+}
+
+TEST(RowKernels, QuantizeIsBitExactOnEveryIsa) {
+  std::mt19937 rng(7);
+  for (int64_t cols : {32, 64, 96, 2048, 5632}) {
+    const std::vector<float> x = tricky_row(cols, rng);
+    std::vector<int8_t> q_ref(static_cast<size_t>(cols)), q(q_ref.size());
+    std::vector<float> d_ref(static_cast<size_t>(cols / 32)), d(d_ref.size());
+    std::vector<int32_t> s_ref(static_cast<size_t>(cols / 16)), s(s_ref.size());
+    kernels::rows_ref.quantize(x.data(), cols, q_ref.data(), d_ref.data(), s_ref.data());
+    for (Isa isa : isas_here()) {
+      row_kernels(isa).quantize(x.data(), cols, q.data(), d.data(), s.data());
+      EXPECT_EQ(q, q_ref) << isa_name(isa) << " cols " << cols;
+      EXPECT_EQ(d, d_ref) << isa_name(isa) << " cols " << cols;
+      EXPECT_EQ(s, s_ref) << isa_name(isa) << " cols " << cols;
+    }
+  }
+}
+
+TEST(RowKernels, SwigluMatchesReference) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0, 4);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 5632}) {
+    std::vector<float> g(static_cast<size_t>(n)), u(g.size()), ref(g.size()), got(g.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = nd(rng), u[i] = nd(rng);
+    if (n >= 8) g[0] = -120, g[1] = 120, g[2] = 0, g[3] = -1e-30f, g[4] = 88, g[5] = -88;
+    kernels::rows_ref.swiglu(g.data(), u.data(), ref.data(), n);
+    for (Isa isa : isas_here()) {
+      row_kernels(isa).swiglu(g.data(), u.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(got[i], ref[i], 1e-6f * std::fabs(ref[i]) + 1e-30f) << isa_name(isa) << " n " << n << " i " << i << " g " << g[i];
+    }
+  }
+}
+
+void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* what) {
+  EXPECT_EQ(a.n_tok, b.n_tok) << what;
+  EXPECT_EQ(a.stride, b.stride) << what;
+  EXPECT_EQ(a.q, b.q) << what;
+  EXPECT_EQ(a.d, b.d) << what;
+  EXPECT_EQ(a.sum16, b.sum16) << what;
+}
+
+TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t n : {1, 3, 40}) {
+    for (int64_t d : {96, 2048}) {  // 96: a padding block (stride 128)
+      std::vector<float> x(static_cast<size_t>(n * d)), w(static_cast<size_t>(d)), u(x.size()), y(x.size()), y2(x.size());
+      for (float& v : x) v = nd(rng);
+      for (float& v : w) v = nd(rng);
+      for (float& v : u) v = nd(rng);
+      QuantizedActs fused, two_pass;
+      rms_norm(x.data(), w.data(), y.data(), n, d, 1e-5f, &fused);
+      rms_norm(x.data(), w.data(), y2.data(), n, d, 1e-5f);
+      EXPECT_EQ(y, y2);
+      quantize_activations(y2.data(), n, d, two_pass);
+      expect_same(fused, two_pass, "rms_norm");
+      swiglu(x.data(), u.data(), y.data(), n, d, &fused);
+      swiglu(x.data(), u.data(), y2.data(), n, d);
+      EXPECT_EQ(y, y2);
+      quantize_activations(y2.data(), n, d, two_pass);
+      expect_same(fused, two_pass, "swiglu");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace basalt::cpu
