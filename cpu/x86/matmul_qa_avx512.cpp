@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -182,19 +183,9 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
       for (int u = 0; u < NTILE; ++u)
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
     };
-    if constexpr (kMax == 2) {
-      if (nt == 1) run.template operator()<1>();
-      else run.template operator()<2>();
-    } else {
-      switch (nt) {
-        case 1: run.template operator()<1>(); break;
-        case 2: run.template operator()<2>(); break;
-        case 3: run.template operator()<3>(); break;
-        case 4: run.template operator()<4>(); break;
-        case 5: run.template operator()<5>(); break;
-        default: run.template operator()<kMax>(); break;
-      }
-    }
+    [&]<int... I>(std::integer_sequence<int, I...>) {  // run<nt>(), nt in 1..kMax
+      ((nt == I + 1 ? (run.template operator()<I + 1>(), true) : false) || ...);
+    }(std::make_integer_sequence<int, kMax>{});
     // Lane l of a tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
     for (int u = 0; u < NTILE; ++u) {
       const __mmask16 mask = static_cast<__mmask16>(((1u << sp[u]->n) - 1) << sp[u]->lane0);
