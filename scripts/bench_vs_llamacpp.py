@@ -13,6 +13,13 @@
 #     -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON
 #     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" pip install llama-cpp-python
 #
+# AVX2 against AVX2 (issue 3's floor for CPUs without AVX-512): llama-cpp-python
+# built without AVX-512 into its own folder, basalt forced to its AVX2 kernels:
+#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+#     -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+#     pip install --no-deps --target /opt/llama-avx2 llama-cpp-python
+#   BASALT_ISA=avx2 PYTHONPATH=/opt/llama-avx2 scripts/bench_vs_llamacpp.py -m MODEL
+#
 # -p 0 or -n 0 skips that part; --json adds one JSON line with the medians.
 import argparse
 import json

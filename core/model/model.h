@@ -2,11 +2,14 @@
 // A loaded model: spec, weights in engine formats, tokenizer, chat template.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/gguf/gguf.h"
+#include "core/safetensors/safetensors.h"
 #include "core/model/model_spec.h"
 #include "core/tokenizer/tokenizer.h"
 #include "quant/weight.h"
@@ -25,11 +28,13 @@ struct LayerWeights {
 
 class Model {
  public:
-  // Parses, validates every tensor's shape against the spec, converts weights.
+  // A GGUF file, or an HF model folder (config.json, safetensors, tokenizer.json):
+  // parses, validates every tensor's shape against the spec, converts weights.
   static std::unique_ptr<Model> load(const std::string& path);
 
   const ModelSpec& spec() const { return spec_; }
-  const GgufFile& file() const { return file_; }
+  const std::string& source() const { return source_; }  // e.g. "m.gguf (GGUF v3)"
+  const std::map<std::string, int>& file_types() const { return file_types_; }  // tensor type -> count, as stored
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& chat_template() const { return chat_template_; }  // "" if the file has none
 
@@ -38,14 +43,20 @@ class Model {
   const std::vector<float>& output_norm() const { return output_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
 
-  int64_t n_params() const;     // from the file's tensor shapes
+  int64_t n_params() const { return n_params_; }  // from the file's tensor shapes
   size_t weight_bytes() const;  // engine-format bytes resident in memory
   std::vector<const Weight*> weights() const;
 
  private:
+  friend std::unique_ptr<Model> load_gguf_model(const std::string& path);  // core/model/load_gguf.cpp
+  friend std::unique_ptr<Model> load_hf_model(const std::string& dir);     // core/model/load_hf.cpp
   Model() = default;
   ModelSpec spec_;
-  GgufFile file_;
+  std::string source_;
+  std::map<std::string, int> file_types_;
+  int64_t n_params_ = 0;
+  std::optional<GgufFile> gguf_;              // the mappings weights borrow from
+  std::optional<SafetensorsSet> safetensors_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string chat_template_;
   Weight token_embd_, output_;

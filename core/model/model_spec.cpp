@@ -7,6 +7,24 @@
 
 namespace basalt {
 
+void validate_spec(const ModelSpec& s, const std::string& where) {
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) throw Error(where + ": inconsistent hyper-parameters: " + what);
+  };
+  check(s.n_layer > 0 && s.n_layer <= 1024, "block_count " + std::to_string(s.n_layer));
+  check(s.n_embd > 0 && s.n_embd <= (1 << 17), "embedding_length " + std::to_string(s.n_embd));
+  check(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0,
+        "head_count " + std::to_string(s.n_head) + " is not a multiple of head_count_kv " + std::to_string(s.n_head_kv));
+  check(s.head_dim > 0 && s.head_dim % 2 == 0 && s.head_dim <= 1024, "head dimension " + std::to_string(s.head_dim));
+  check(s.rope_dim > 0 && s.rope_dim <= s.head_dim && s.rope_dim % 2 == 0, "rope.dimension_count " + std::to_string(s.rope_dim));
+  check(s.n_ff > 0, "feed_forward_length " + std::to_string(s.n_ff));
+  check(s.n_expert == 0 || (s.n_expert_used > 0 && s.n_expert_used <= s.n_expert && s.n_expert <= 512),
+        "expert_used_count " + std::to_string(s.n_expert_used) + " of expert_count " + std::to_string(s.n_expert));
+  check(s.rms_eps > 0 && s.rms_eps < 1, "layer_norm_rms_epsilon");
+  check(s.rope_theta > 0, "rope.freq_base");
+  check(s.n_ctx_train > 0, "context_length");
+}
+
 ModelSpec spec_from_gguf(const GgufFile& f) {
   ModelSpec s;
   s.arch = f.get_string("general.architecture").value_or("");
@@ -42,21 +60,7 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
   s.rope_style = info->rope_style;
   s.attn_bias = info->attn_bias;
 
-  auto check = [&](bool ok, const std::string& what) {
-    if (!ok) throw Error(f.path() + ": inconsistent hyper-parameters: " + what);
-  };
-  check(s.n_layer > 0 && s.n_layer <= 1024, "block_count " + std::to_string(s.n_layer));
-  check(s.n_embd > 0 && s.n_embd <= (1 << 17), "embedding_length " + std::to_string(s.n_embd));
-  check(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0,
-        "head_count " + std::to_string(s.n_head) + " is not a multiple of head_count_kv " + std::to_string(s.n_head_kv));
-  check(s.head_dim > 0 && s.head_dim % 2 == 0 && s.head_dim <= 1024, "head dimension " + std::to_string(s.head_dim));
-  check(s.rope_dim > 0 && s.rope_dim <= s.head_dim && s.rope_dim % 2 == 0, "rope.dimension_count " + std::to_string(s.rope_dim));
-  check(s.n_ff > 0, "feed_forward_length " + std::to_string(s.n_ff));
-  check(s.n_expert == 0 || (s.n_expert_used > 0 && s.n_expert_used <= s.n_expert && s.n_expert <= 512),
-        "expert_used_count " + std::to_string(s.n_expert_used) + " of expert_count " + std::to_string(s.n_expert));
-  check(s.rms_eps > 0 && s.rms_eps < 1, "layer_norm_rms_epsilon");
-  check(s.rope_theta > 0, "rope.freq_base");
-  check(s.n_ctx_train > 0, "context_length");
+  validate_spec(s, f.path());
   return s;
 }
 

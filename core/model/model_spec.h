@@ -14,7 +14,7 @@ class GgufFile;
 enum class RopeStyle { normal, neox };
 
 struct ModelSpec {
-  std::string arch;  // GGUF general.architecture
+  std::string arch;  // GGUF general.architecture (HF classes map to one: core/model/hf_config.h)
   std::string name;
   int64_t n_vocab = 0, n_ctx_train = 0, n_embd = 0, n_layer = 0;
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
@@ -24,6 +24,9 @@ struct ModelSpec {
   RopeStyle rope_style = RopeStyle::normal;
   bool attn_bias = false;    // qwen2: biases on Q, K, V
   bool tied_output = false;  // no output.weight: the token embedding is reused
+  // Attention sees only the last sliding_window positions (0: all). Not
+  // implemented: contexts longer than the window are refused (tools/basalt).
+  int64_t sliding_window = 0;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
@@ -32,5 +35,7 @@ struct ModelSpec {
 
 // Throws Error for an unknown architecture or inconsistent hyper-parameters.
 ModelSpec spec_from_gguf(const GgufFile& f);
+// The checks every source of a spec goes through (where: the file, for messages).
+void validate_spec(const ModelSpec& s, const std::string& where);
 
 }  // namespace basalt

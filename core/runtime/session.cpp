@@ -92,7 +92,8 @@ GenerationStats generate(Session& session, const std::vector<int32_t>& prompt, c
   GenerationStats st;
   st.n_prompt = static_cast<int64_t>(prompt.size());
   const Tokenizer& tok = session.model().tokenizer();
-  const int64_t n_vocab = session.model().spec().n_vocab;
+  // Only ids the tokenizer knows (an HF embedding may be padded past it).
+  const int64_t n_vocab = session.model().tokenizer().n_vocab();
   Sampler sampler(opt.sampling);
   StreamDecoder decoder(tok);
   StopMatcher stops(opt.stop);

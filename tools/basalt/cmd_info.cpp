@@ -22,7 +22,7 @@ void info(const ModelOptions& o) {
   auto m = load_model(o, false);
   const ModelSpec& s = m->spec();
   const int64_t n_ctx = context_size(o, *m);
-  std::printf("file            %s (GGUF v%u)\n", m->file().path().c_str(), m->file().version());
+  std::printf("source          %s\n", m->source().c_str());
   std::printf("name            %s\n", s.name.c_str());
   std::printf("architecture    %s%s\n", s.arch.c_str(), s.is_moe() ? " (mixture of experts)" : "");
   std::printf("parameters      %.2fM\n", m->n_params() / 1e6);
@@ -39,10 +39,8 @@ void info(const ModelOptions& o) {
               s.rope_style == RopeStyle::normal ? "normal" : "neox", static_cast<long long>(s.rope_dim), s.rope_freq_scale);
   std::printf("rms norm eps    %g\n", s.rms_eps);
   std::printf("output          %s\n", s.tied_output ? "tied to the token embedding" : "separate");
-  std::map<std::string, int> file_types;
-  for (const auto& t : m->file().tensors()) file_types[ggml_type_name(t.type)]++;
   std::printf("tensor types    ");
-  for (auto& [name, count] : file_types) std::printf("%s x%d  ", name.c_str(), count);
+  for (auto& [name, count] : m->file_types()) std::printf("%s x%d  ", name.c_str(), count);
   std::printf("\n");
   std::map<std::string, int> engine_formats;
   for (const Weight* w : m->weights()) engine_formats[w->describe()]++;

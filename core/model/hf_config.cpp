@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+#include "core/model/hf_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/util/mapped_file.h"
+
+namespace basalt {
+
+namespace {
+
+using nlohmann::json;
+
+struct HfArch {
+  const char* hf_class;  // config.json "architectures"
+  const char* arch;      // the engine's (GGUF) architecture
+  bool attn_bias;
+  bool moe;
+};
+constexpr HfArch kHfArchs[] = {
+    {"LlamaForCausalLM", "llama", false, false},
+    {"MistralForCausalLM", "llama", false, false},
+    {"MixtralForCausalLM", "llama", false, true},
+    {"Qwen2ForCausalLM", "qwen2", true, false},
+};
+
+class Config {
+ public:
+  Config(const json& j, const std::string& where) : j_(j), where_(where) {}
+
+  int64_t need_int(const char* key) const {
+    if (!j_.contains(key)) throw Error(where_ + ": " + key + " is missing");
+    return to_int(key, j_[key]);
+  }
+  int64_t get_int(const char* key, int64_t fallback) const {
+    return j_.contains(key) && !j_[key].is_null() ? to_int(key, j_[key]) : fallback;
+  }
+  double get_float(const char* key, double fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_number()) throw Error(where_ + ": " + key + " must be a number, got " + j_[key].dump());
+    return j_[key].get<double>();
+  }
+  bool get_bool(const char* key, bool fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_boolean()) throw Error(where_ + ": " + key + " must be true or false, got " + j_[key].dump());
+    return j_[key].get<bool>();
+  }
+
+ private:
+  int64_t to_int(const char* key, const json& v) const {
+    if (!v.is_number_integer()) throw Error(where_ + ": " + key + " must be an integer, got " + v.dump());
+    return v.get<int64_t>();
+  }
+  const json& j_;
+  const std::string& where_;
+};
+
+}  // namespace
+
+ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
+      !j["architectures"][0].is_string())
+    throw Error(where + ": no architectures list");
+  const std::string cls = j["architectures"][0].get<std::string>();
+  const HfArch* a = nullptr;
+  std::string supported;
+  for (const HfArch& h : kHfArchs) {
+    if (cls == h.hf_class) a = &h;
+    supported += (supported.empty() ? "" : ", ") + std::string(h.hf_class);
+  }
+  if (!a) throw Error(where + ": architecture " + cls + " is not supported (supported: " + supported + ")");
+
+  const Config c(j, where);
+  ModelSpec s;
+  s.arch = a->arch;
+  s.name = j.contains("_name_or_path") && j["_name_or_path"].is_string() ? j["_name_or_path"].get<std::string>() : cls;
+  s.n_vocab = c.need_int("vocab_size");
+  s.n_embd = c.need_int("hidden_size");
+  s.n_layer = c.need_int("num_hidden_layers");
+  s.n_head = c.need_int("num_attention_heads");
+  s.n_head_kv = c.get_int("num_key_value_heads", s.n_head);
+  s.head_dim = c.get_int("head_dim", s.n_head > 0 ? s.n_embd / s.n_head : 0);
+  s.rope_dim = s.head_dim;
+  s.n_ff = c.need_int("intermediate_size");
+  s.n_ctx_train = c.get_int("max_position_embeddings", 2048);
+  s.rms_eps = static_cast<float>(c.get_float("rms_norm_eps", 1e-6));
+  s.rope_theta = static_cast<float>(c.get_float("rope_theta", 10000.0));
+  s.rope_style = RopeStyle::neox;
+  s.attn_bias = a->attn_bias;
+  s.tied_output = c.get_bool("tie_word_embeddings", false);
+  if (a->moe) {
+    s.n_expert = c.need_int("num_local_experts");
+    s.n_expert_used = c.need_int("num_experts_per_tok");
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& r = j["rope_scaling"];
+    if (!r.is_object()) throw Error(where + ": rope_scaling must be an object");
+    const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
+    const std::string t = type.is_string() ? type.get<std::string>() : "";
+    if (t == "linear") {
+      const double factor = r.contains("factor") && r["factor"].is_number() ? r["factor"].get<double>() : 0;
+      if (!(factor > 0)) throw Error(where + ": rope_scaling.factor must be a positive number");
+      s.rope_freq_scale = static_cast<float>(1.0 / factor);
+    } else if (t != "default") {
+      throw Error(where + ": rope_scaling type " + type.dump() + " is not supported (supported: linear)");
+    }
+  }
+  // Qwen2 configs name a window but switch it off with use_sliding_window.
+  const bool swa = c.get_bool("use_sliding_window", a->arch == std::string("llama"));
+  const int64_t window = c.get_int("sliding_window", 0);
+  if (swa && window > 0 && window < s.n_ctx_train) s.sliding_window = window;
+  validate_spec(s, where);
+  if (s.n_vocab <= 0 || s.n_vocab > (1 << 24)) throw Error(where + ": vocab_size " + std::to_string(s.n_vocab));
+  return s;
+}
+
+ModelSpec spec_from_hf_config(const std::string& path) {
+  const MappedFile f = MappedFile::map(path);
+  return spec_from_hf_config_text(std::string(reinterpret_cast<const char*>(f.data()), f.size()), path);
+}
+
+}  // namespace basalt

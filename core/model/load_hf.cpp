@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+// Loading an HF model folder: config.json gives the spec (core/model/hf_config.h),
+// the safetensors files the weights under their PyTorch names, checked against
+// the spec's shapes ([out][in], as PyTorch stores a Linear layer).
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/model/hf_config.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer_hf.h"
+#include "quant/convert_safetensors.h"
+
+namespace basalt {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+class HfTensors {
+ public:
+  HfTensors(const SafetensorsSet& set, const std::string& dir) : set_(set), dir_(dir) {}
+
+  const StTensor& get(const std::string& name, const std::vector<int64_t>& shape) const {
+    const StTensor* t = set_.find(name);
+    if (!t) throw Error(dir_ + ": tensor " + name + " is missing");
+    if (t->shape != shape)
+      throw Error(*t->file + ": tensor " + name + " has shape " + shape_str(t->shape) + ", expected " + shape_str(shape));
+    return *t;
+  }
+  bool has(const std::string& name) const { return set_.find(name) != nullptr; }
+  Weight weight(const std::string& name, int64_t n_out, int64_t n_in) const {
+    return weight_from_safetensors(get(name, {n_out, n_in}), name);
+  }
+  std::vector<float> floats(const std::string& name, int64_t n) const { return floats_from_safetensors(get(name, {n})); }
+
+ private:
+  const SafetensorsSet& set_;
+  const std::string& dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path folder(dir);
+  if (!fs::exists(folder / "config.json")) throw Error(dir + ": no config.json (not an HF model folder)");
+  std::unique_ptr<Model> m(new Model());
+  m->spec_ = spec_from_hf_config((folder / "config.json").string());
+  ModelSpec& s = m->spec_;
+  HfTokenizer tok = load_tokenizer_hf(dir);
+  m->chat_template_ = std::move(tok.chat_template);
+  m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok.data));
+  // The embedding may be padded past the tokenizer's vocabulary (vocab_size in config.json).
+  if (m->tokenizer_->n_vocab() > s.n_vocab)
+    throw Error(dir + ": tokenizer.json has " + std::to_string(m->tokenizer_->n_vocab()) + " tokens, config.json vocab_size " +
+                std::to_string(s.n_vocab));
+
+  const SafetensorsSet& set = m->safetensors_.emplace(SafetensorsSet::open_folder(dir));
+  m->source_ = dir + " (HF safetensors, " + std::to_string(set.n_files()) + (set.n_files() == 1 ? " file)" : " files)");
+  for (const StTensor* t : set.tensors()) {
+    m->n_params_ += t->n_elements();
+    m->file_types_[st_dtype_name(t->dtype)]++;
+  }
+
+  HfTensors L(set, dir);
+  const int64_t E = s.n_embd, V = s.n_vocab, Q = s.q_dim(), KV = s.kv_dim(), F = s.n_ff;
+  m->token_embd_ = L.weight("model.embed_tokens.weight", V, E);
+  m->output_norm_ = L.floats("model.norm.weight", E);
+  // Some tied checkpoints still ship lm_head.weight (a copy): use it when present.
+  s.tied_output = !L.has("lm_head.weight");
+  if (!s.tied_output) m->output_ = L.weight("lm_head.weight", V, E);
+
+  m->layers_.resize(static_cast<size_t>(s.n_layer));
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    LayerWeights& l = m->layers_[static_cast<size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    l.attn_norm = L.floats(p + "input_layernorm.weight", E);
+    l.ffn_norm = L.floats(p + "post_attention_layernorm.weight", E);
+    l.wq = L.weight(p + "self_attn.q_proj.weight", Q, E);
+    l.wk = L.weight(p + "self_attn.k_proj.weight", KV, E);
+    l.wv = L.weight(p + "self_attn.v_proj.weight", KV, E);
+    l.wo = L.weight(p + "self_attn.o_proj.weight", E, Q);
+    if (s.attn_bias) {
+      l.bq = L.floats(p + "self_attn.q_proj.bias", Q);
+      l.bk = L.floats(p + "self_attn.k_proj.bias", KV);
+      l.bv = L.floats(p + "self_attn.v_proj.bias", KV);
+    }
+    if (s.is_moe()) {
+      const std::string e = p + "block_sparse_moe.";
+      l.router = L.weight(e + "gate.weight", s.n_expert, E);
+      std::vector<const StTensor*> w1, w3, w2;  // gate, up, down
+      for (int64_t x = 0; x < s.n_expert; ++x) {
+        const std::string ex = e + "experts." + std::to_string(x) + ".";
+        w1.push_back(&L.get(ex + "w1.weight", {F, E}));
+        w3.push_back(&L.get(ex + "w3.weight", {F, E}));
+        w2.push_back(&L.get(ex + "w2.weight", {E, F}));
+      }
+      l.gate_exps = stacked_weight_from_safetensors(w1, e + "experts.w1");
+      l.up_exps = stacked_weight_from_safetensors(w3, e + "experts.w3");
+      l.down_exps = stacked_weight_from_safetensors(w2, e + "experts.w2");
+    } else {
+      l.w_gate = L.weight(p + "mlp.gate_proj.weight", F, E);
+      l.w_up = L.weight(p + "mlp.up_proj.weight", F, E);
+      l.w_down = L.weight(p + "mlp.down_proj.weight", E, F);
+    }
+  }
+  return m;
+}
+
+}  // namespace basalt

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+// tokenizer.json pre-tokenizers are matched structurally against the ones the
+// BPE splitter implements (core/tokenizer/bpe.cpp); the match gives the same
+// name a GGUF file would carry in tokenizer.ggml.pre.
+#include "core/tokenizer/tokenizer_hf.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/util/mapped_file.h"
+
+namespace basalt {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json read_json(const fs::path& p) {
+  const MappedFile f = MappedFile::map(p.string());
+  try {
+    return json::parse(f.data(), f.data() + f.size());
+  } catch (const json::exception& e) {
+    throw Error(p.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+// The split regexes of the pre-tokenizers that HF writes as Split + ByteLevel.
+constexpr const char* kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+bool is_type(const json& j, const char* type) { return j.is_object() && j.value("type", "") == type; }
+bool byte_level(const json& j, bool use_regex) {
+  return is_type(j, "ByteLevel") && j.value("use_regex", true) == use_regex && !j.value("add_prefix_space", false);
+}
+std::string split_regex(const json& j) {
+  if (!is_type(j, "Split") || !j.contains("pattern") || !j["pattern"].is_object()) return "";
+  const json& p = j["pattern"];
+  return p.contains("Regex") && p["Regex"].is_string() ? p["Regex"].get<std::string>() : "";
+}
+
+// tokenizer.ggml.pre for this pre_tokenizer, or "" if none matches.
+std::string pre_name(const json& pre) {
+  if (byte_level(pre, true)) return "gpt2";
+  if (!is_type(pre, "Sequence") || !pre.contains("pretokenizers") || !pre["pretokenizers"].is_array()) return "";
+  const json& seq = pre["pretokenizers"];
+  if (seq.size() == 2 && is_type(seq[0], "Digits") && seq[0].value("individual_digits", false) && byte_level(seq[1], true))
+    return "smollm";
+  if (seq.size() == 2 && byte_level(seq[1], false)) {
+    const std::string re = split_regex(seq[0]);
+    if (re == kLlama3Regex) return "llama-bpe";
+    if (re == kQwen2Regex) return "qwen2";
+  }
+  return "";
+}
+
+// A special token given as "text" or {"content": "text", ...}.
+std::string token_text(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+HfTokenizer load_tokenizer_hf(const std::string& dir) {
+  const fs::path folder(dir), tj = folder / "tokenizer.json";
+  if (!fs::exists(tj)) throw Error(dir + ": no tokenizer.json");
+  const std::string where = tj.string();
+  const json t = read_json(tj);
+  if (!t.is_object() || !t.contains("model") || !t["model"].is_object()) throw Error(where + ": no model object");
+  const json& model = t["model"];
+  if (model.value("type", "") != "BPE")
+    throw Error(where + ": tokenizer model " + model.value("type", std::string("(none)")) + " is not supported (supported: BPE)");
+  HfTokenizer out;
+  TokenizerData& d = out.data;
+  d.model = "gpt2";
+  d.pre = pre_name(t.contains("pre_tokenizer") ? t["pre_tokenizer"] : json());
+  if (d.pre.empty())
+    throw Error(where + ": pre-tokenizer not supported: " + (t.contains("pre_tokenizer") ? t["pre_tokenizer"].dump() : "none") +
+                " (supported: ByteLevel as in GPT-2, SmolLM, Llama 3, Qwen2)");
+  if (model.value("byte_fallback", false)) throw Error(where + ": byte-fallback BPE (SentencePiece-style) is not supported yet");
+
+  // Vocabulary: ids 0..n-1, from the model's vocab and the added tokens.
+  if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + ": model.vocab is missing");
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto put = [&](const std::string& text, const json& id, int32_t type) {
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 24)) throw Error(where + ": token " + text + " has id " + id.dump());
+    const size_t i = id.get<size_t>();
+    if (i >= tokens.size()) tokens.resize(i + 1), types.resize(i + 1, -1);
+    if (types[i] != -1 && tokens[i] != text) throw Error(where + ": id " + std::to_string(i) + " is both " + tokens[i] + " and " + text);
+    tokens[i] = text;
+    types[i] = type;
+  };
+  for (const auto& [text, id] : model["vocab"].items()) put(text, id, static_cast<int32_t>(TokenType::normal));
+  if (t.contains("added_tokens") && t["added_tokens"].is_array())
+    for (const json& a : t["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
+        throw Error(where + ": malformed added token " + a.dump());
+      put(a["content"].get<std::string>(), a["id"],
+          static_cast<int32_t>(a.value("special", false) ? TokenType::control : TokenType::user_defined));
+    }
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i] == -1) throw Error(where + ": no token has id " + std::to_string(i));
+  d.tokens = std::move(tokens);
+  d.token_types = std::move(types);
+
+  if (model.contains("merges") && model["merges"].is_array())
+    for (const json& m : model["merges"]) {
+      if (m.is_string()) d.merges.push_back(m.get<std::string>());
+      else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+        d.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      else throw Error(where + ": malformed merge " + m.dump());
+    }
+
+  // BOS/EOS and whether BOS is added: tokenizer_config.json, else the post-processor.
+  auto find = [&](const std::string& text) -> int32_t {
+    for (size_t i = 0; i < d.tokens.size(); ++i)
+      if (d.tokens[i] == text) return static_cast<int32_t>(i);
+    return -1;
+  };
+  const json& post = t.contains("post_processor") ? t["post_processor"] : json();
+  if (is_type(post, "TemplateProcessing") && post.contains("single") && post["single"].is_array() && !post["single"].empty()) {
+    const json& first = post["single"][0];
+    if (first.is_object() && first.contains("SpecialToken")) {
+      d.bos_id = find(first["SpecialToken"].value("id", ""));
+      d.add_bos = d.bos_id >= 0;
+    }
+  }
+  const fs::path tc = folder / "tokenizer_config.json";
+  if (fs::exists(tc)) {
+    const json c = read_json(tc);
+    if (c.is_object()) {
+      if (c.contains("bos_token")) d.bos_id = find(token_text(c["bos_token"]));
+      if (c.contains("eos_token")) d.eos_id = find(token_text(c["eos_token"]));
+      if (c.contains("unk_token")) d.unk_id = find(token_text(c["unk_token"]));
+      if (c.contains("pad_token")) d.pad_id = find(token_text(c["pad_token"]));
+      if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) d.add_bos = c["add_bos_token"].get<bool>();
+      if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean()) d.add_eos = c["add_eos_token"].get<bool>();
+      if (c.contains("chat_template")) {
+        const json& ct = c["chat_template"];
+        if (ct.is_string()) out.chat_template = ct.get<std::string>();
+        else if (ct.is_array())  // [{"name": "default", "template": ...}, ...]
+          for (const json& e : ct)
+            if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+              out.chat_template = e["template"].get<std::string>();
+      }
+    }
+  }
+  if (d.add_bos && d.bos_id < 0) d.add_bos = false;
+  // generation_config.json may name more end-of-generation ids (Llama 3: <|eot_id|>).
+  const fs::path gc = folder / "generation_config.json";
+  if (fs::exists(gc)) {
+    const json g = read_json(gc);
+    const json e = g.is_object() && g.contains("eos_token_id") ? g["eos_token_id"] : json();
+    std::vector<int64_t> ids;
+    if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
+    if (e.is_array())
+      for (const json& x : e)
+        if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
+    const int64_t n = static_cast<int64_t>(d.tokens.size());
+    for (int64_t id : ids) {
+      if (id < 0 || id >= n || id == d.eos_id) continue;
+      if (d.eos_id < 0) d.eos_id = static_cast<int32_t>(id);
+      else if (d.eot_id < 0) d.eot_id = static_cast<int32_t>(id);
+      else if (d.eom_id < 0) d.eom_id = static_cast<int32_t>(id);
+    }
+  }
+  return out;
+}
+
+}  // namespace basalt

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Write an HF model folder holding the same model as a GGUF file.
+
+    make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME]
+
+The GGUF must have dense tensors (F32, F16, BF16), e.g. one written by
+make_model.py. The folder gets config.json, model.safetensors (or N shards
+and model.safetensors.index.json), tokenizer.json, tokenizer_config.json and
+generation_config.json, laid out as transformers writes them: PyTorch names,
+[out, in] matrices, Q and K rows in the rotate-half order (GGUF llama files
+hold them interleaved: undone here), Mixtral experts as separate tensors.
+basalt must give the same logits and token ids for both (tests/python/check_hf.py).
+--vocab-only writes just the tokenizer files (for the real SmolLM2 vocabulary);
+--pre gives it another pre-tokenizer (the tokenizer reference files do too).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+# GGUF tokenizer.ggml.pre -> the tokenizer.json pre_tokenizer transformers writes for it.
+_LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _byte_level(use_regex: bool) -> dict:
+    return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": use_regex}
+
+
+def _split(regex: str) -> dict:
+    return {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}
+
+
+PRE_TOKENIZERS = {
+    "gpt2": _byte_level(True),
+    "smollm": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _byte_level(True)]},
+    "llama-bpe": {"type": "Sequence", "pretokenizers": [_split(_LLAMA3_REGEX), _byte_level(False)]},
+    "qwen2": {"type": "Sequence", "pretokenizers": [_split(_QWEN2_REGEX), _byte_level(False)]},
+}
+PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["gpt2"]
+
+
+def field(r: gguf.GGUFReader, key: str, default=None):
+    f = r.get_field(key)
+    return default if f is None else f.contents()
+
+
+def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None) -> None:
+    if field(r, "tokenizer.ggml.model") != "gpt2":
+        raise SystemExit("only byte-level BPE vocabularies (tokenizer.ggml.model gpt2) can be written")
+    pre = pre or field(r, "tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        raise SystemExit(f"pre-tokenizer {pre!r}: no tokenizer.json form known here ({', '.join(PRE_TOKENIZERS)})")
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type", [1] * len(tokens))
+    merges = field(r, "tokenizer.ggml.merges", [])
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, (t, ty) in enumerate(zip(tokens, types)) if ty == 3]
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+        "pre_tokenizer": PRE_TOKENIZERS[pre],
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": [m.split(" ", 1) for m in merges]},
+    }
+    (out / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
+    cfg = {"tokenizer_class": "GPT2Tokenizer", "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False)),
+           "bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
+           "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
+    template = field(r, "tokenizer.chat_template")
+    if template is not None:
+        cfg["chat_template"] = template
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=2))
+    gen = {"bos_token_id": field(r, "tokenizer.ggml.bos_token_id"), "eos_token_id": field(r, "tokenizer.ggml.eos_token_id")}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
+
+
+def tensor(r: gguf.GGUFReader, name: str) -> tuple[np.ndarray, str]:
+    """The tensor as float32 in numpy (PyTorch) order, and its safetensors dtype."""
+    t = next((t for t in r.tensors if t.name == name), None)
+    if t is None:
+        raise KeyError(name)
+    kinds = {gguf.GGMLQuantizationType.F32: "F32", gguf.GGMLQuantizationType.F16: "F16",
+             gguf.GGMLQuantizationType.BF16: "BF16"}
+    if t.tensor_type not in kinds:
+        raise SystemExit(f"{name}: {t.tensor_type.name} is not a dense type (F32, F16, BF16)")
+    x = gguf.quants.dequantize(np.ascontiguousarray(t.data), t.tensor_type).astype(np.float32)
+    return x.reshape(tuple(int(n) for n in reversed(t.shape))), kinds[t.tensor_type]
+
+
+def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """GGUF llama Q/K rows (pairs interleaved) back to HF's rotate-half order."""
+    rows = w.shape[0]
+    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def encode(x: np.ndarray, dtype: str) -> bytes:
+    if dtype == "F32":
+        return x.astype("<f4").tobytes()
+    if dtype == "F16":
+        return x.astype("<f2").tobytes()
+    return (x.astype("<f4").view("<u4") >> 16).astype("<u2").tobytes()  # exact: the values came from BF16
+
+
+def write_safetensors(path: Path, tensors: list[tuple[str, np.ndarray, str]]) -> None:
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, x, dtype in tensors:
+        b = encode(x, dtype)
+        header[name] = {"dtype": dtype, "shape": list(x.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("gguf")
+    p.add_argument("out")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--vocab-only", action="store_true")
+    p.add_argument("--pre", choices=sorted(PRE_TOKENIZERS), help="pre-tokenizer instead of the GGUF's")
+    a = p.parse_args()
+    r = gguf.GGUFReader(a.gguf)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_tokenizer(r, out, a.pre)
+    if a.vocab_only:
+        return 0
+
+    arch = field(r, "general.architecture")
+    k = lambda key, default=None: field(r, f"{arch}.{key}", default)
+    n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv", k("attention.head_count"))
+    n_embd, n_layer = k("embedding_length"), k("block_count")
+    n_expert = k("expert_count", 0)
+    names = {t.name for t in r.tensors}
+    embd, embd_dtype = tensor(r, "token_embd.weight")
+    cls = {"llama": "MixtralForCausalLM" if n_expert else "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[arch]
+    config = {
+        "architectures": [cls], "model_type": {"llama": "mixtral" if n_expert else "llama", "qwen2": "qwen2"}[arch],
+        "vocab_size": int(embd.shape[0]), "hidden_size": n_embd, "num_hidden_layers": n_layer,
+        "num_attention_heads": n_head, "num_key_value_heads": n_head_kv,
+        "head_dim": k("attention.key_length", n_embd // n_head), "intermediate_size": k("feed_forward_length"),
+        "max_position_embeddings": k("context_length", 2048), "rms_norm_eps": k("attention.layer_norm_rms_epsilon"),
+        "rope_theta": k("rope.freq_base", 10000.0), "tie_word_embeddings": "output.weight" not in names,
+        "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[embd_dtype],
+    }
+    if k("rope.scaling.type", "none") == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": k("rope.scaling.factor")}
+    if n_expert:
+        config["num_local_experts"], config["num_experts_per_tok"] = n_expert, k("expert_used_count")
+    if arch == "qwen2":
+        config["use_sliding_window"] = False
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+    hf: list[tuple[str, np.ndarray, str]] = [("model.embed_tokens.weight", embd, embd_dtype)]
+    add = lambda hf_name, gguf_name, fix=None: hf.append(
+        (hf_name, *(lambda x, d: ((fix(x) if fix else x), d))(*tensor(r, gguf_name))))
+    add("model.norm.weight", "output_norm.weight")
+    if "output.weight" in names:
+        add("lm_head.weight", "output.weight")
+    neox = arch == "qwen2"
+    for i in range(n_layer):
+        g, h = f"blk.{i}.", f"model.layers.{i}."
+        add(h + "input_layernorm.weight", g + "attn_norm.weight")
+        add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight")
+        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", None if neox else lambda x: unpermute(x, n_head))
+        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", None if neox else lambda x: unpermute(x, n_head_kv))
+        add(h + "self_attn.v_proj.weight", g + "attn_v.weight")
+        add(h + "self_attn.o_proj.weight", g + "attn_output.weight")
+        for b in ("q", "k", "v"):
+            if f"{g}attn_{b}.bias" in names:
+                add(f"{h}self_attn.{b}_proj.bias", f"{g}attn_{b}.bias")
+        if n_expert:
+            add(h + "block_sparse_moe.gate.weight", g + "ffn_gate_inp.weight")
+            for gguf_name, w in (("ffn_gate_exps", "w1"), ("ffn_up_exps", "w3"), ("ffn_down_exps", "w2")):
+                x, d = tensor(r, g + gguf_name + ".weight")
+                for e in range(n_expert):
+                    hf.append((f"{h}block_sparse_moe.experts.{e}.{w}.weight", np.ascontiguousarray(x[e]), d))
+        else:
+            add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight")
+            add(h + "mlp.up_proj.weight", g + "ffn_up.weight")
+            add(h + "mlp.down_proj.weight", g + "ffn_down.weight")
+
+    if a.shards <= 1:
+        write_safetensors(out / "model.safetensors", hf)
+        return 0
+    per = -(-len(hf) // a.shards)
+    weight_map = {}
+    for s in range(a.shards):
+        fname = f"model-{s + 1:05d}-of-{a.shards:05d}.safetensors"
+        part = hf[s * per:(s + 1) * per]
+        write_safetensors(out / fname, part)
+        weight_map.update({name: fname for name, _, _ in part})
+    index = {"metadata": {"total_size": sum(x.size * (4 if d == "F32" else 2) for _, x, d in hf)}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
