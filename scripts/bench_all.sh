@@ -31,6 +31,17 @@ RESULTS="$(mktemp)"
 trap 'rm -f "$RESULTS"' EXIT
 T0=$SECONDS
 
+# The decode roofline: read bandwidth with THREADS threads, two streams each
+# (what the decode kernels use), measured now and again at the end.
+bandwidth() {
+  local b="$ROOT/build/bin/basalt_peaks_bench"
+  [[ -x "$b" ]] || { echo 0; return; }
+  BASALT_THREADS="$THREADS" "$b" --benchmark_filter="mem_read/streams:2/threads:$THREADS/" --benchmark_format=json 2>/dev/null |
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["GB/s"])' 2>/dev/null || echo 0
+}
+BW0="$(bandwidth)"
+echo "read bandwidth, $THREADS threads x 2 streams: $BW0 GB/s" >&2
+
 run() {  # run MODEL bench_vs_llamacpp-options...: its report on stderr, its JSON line kept
   local model="$1"; shift
   [[ -f "$model" ]] || { echo "$model is missing: run scripts/make_bench_models.sh" >&2; exit 1; }
@@ -49,12 +60,14 @@ if [[ "$DEPTH" != 0 && "$(basename "$DEPTH_MODEL")" =~ $ONLY ]]; then
   run "$DEPTH_MODEL" -p 0 -n 32 -d "$DEPTH" -r "$DEPTH_REPS"
 fi
 rm -f "$RESULTS.one"
+BW1="$(bandwidth)"
 
 echo
 echo "basalt vs llama.cpp, $THREADS threads, medians ($((SECONDS - T0)) s in all)"
-"$PY" - "$RESULTS" <<'PYEOF'
+"$PY" - "$RESULTS" "$BW0" "$BW1" <<'PYEOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+bw = max(float(sys.argv[2]), float(sys.argv[3]))
 f = lambda v: f"{v:8.1f}" if v else "       -"
 r = lambda v: f"{v:6.2f}" if v else "     -"
 print(f"{'model':34} {'test':>14} | {'basalt pp':>9} {'llama pp':>8} {'ratio':>6} | {'basalt tg':>9} {'llama tg':>8} {'ratio':>6}")
@@ -64,6 +77,13 @@ for x in rows:
         test += f"@d{x['d']}"
     print(f"{x['model'][:34]:34} {test:>14} | {f(x['basalt_pp']):>9} {f(x['llamacpp_pp'])} {r(x['pp_ratio'])} | "
           f"{f(x['basalt_tg']):>9} {f(x['llamacpp_tg'])} {r(x['tg_ratio'])}")
+if bw > 0:
+    print(f"\ndecode against the roofline (read bandwidth {bw:.1f} GB/s, the better of start and end):")
+    for x in rows:
+        if x["n"] and not x["d"] and x.get("decode_bytes"):
+            roof = bw * 1e9 / x["decode_bytes"]
+            print(f"  {x['model'][:34]:34} {x['decode_bytes'] / 1e6:7.0f} MB/token, roofline {roof:6.1f} t/s: "
+                  f"basalt {100 * x['basalt_tg'] / roof:3.0f}%, llama.cpp {100 * x['llamacpp_tg'] / roof:3.0f}%")
 deep = [x for x in rows if x["p"] == 0 and x["n"] and x["d"]]
 flat = [x for x in rows if x["p"] == 0 and x["n"] and not x["d"]]
 if deep and flat:

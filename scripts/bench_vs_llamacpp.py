@@ -38,6 +38,7 @@ def basalt(args, model):
     cmd = [str(ROOT / "build/bin/basalt"), "bench", "-m", model, "-p", str(args.p), "-n", str(args.n),
            "-d", str(args.d), "-t", str(args.t), "-r", "1", "--json"]
     out = json.loads(subprocess.check_output(cmd, text=True).strip().splitlines()[-1])
+    basalt.decode_bytes = out["decode_bytes"]  # weight bytes one decode step streams
     return out["pp_tokens_per_s"], out["tg_tokens_per_s"]
 
 
@@ -99,7 +100,8 @@ def main():
     if args.json:
         print(json.dumps({"model": Path(model).name, "threads": args.t, "p": args.p, "n": args.n, "d": args.d,
                           "reps": args.r, "basalt_pp": b[0], "basalt_tg": b[1], "llamacpp_pp": l[0],
-                          "llamacpp_tg": l[1], "pp_ratio": ratio[0], "tg_ratio": ratio[1]}))
+                          "llamacpp_tg": l[1], "pp_ratio": ratio[0], "tg_ratio": ratio[1],
+                          "decode_bytes": basalt.decode_bytes}))
 
 
 if __name__ == "__main__":

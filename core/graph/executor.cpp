@@ -59,7 +59,7 @@ const float* Executor::run(const Batch& batch) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     placement_[i]->run(graph_.nodes[i], ctx_);
-    profile->add(graph_.nodes[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    profile->add(graph_.nodes[i], n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return ctx_.buf(graph_.logits);
 }

@@ -28,8 +28,9 @@ std::string weight_role(const std::string& name) {
 
 class Table final : public OpProfile {
  public:
-  void add(const Node& n, double seconds) override {
-    std::string key = op_name(n.op);
+  void add(const Node& n, int64_t batch_tokens, double seconds) override {
+    std::string key = batch_tokens == 1 ? "decode " : "prefill ";
+    key += op_name(n.op);
     if (n.op == Op::matmul && n.weight) key += " " + weight_role(n.weight->name);
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& e = entries_[key];
@@ -42,10 +43,10 @@ class Table final : public OpProfile {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     double total = 0;
     for (const auto& r : rows) total += r.second.seconds;
-    std::fprintf(stderr, "basalt profile (BASALT_PROFILE): %.3f s in ops\n%-24s %10s %7s %10s\n", total, "op", "seconds", "share",
+    std::fprintf(stderr, "basalt profile (BASALT_PROFILE): %.3f s in ops\n%-30s %10s %7s %10s\n", total, "op", "seconds", "share",
                  "calls");
     for (const auto& [key, e] : rows)
-      std::fprintf(stderr, "%-24s %10.3f %6.1f%% %10lld\n", key.c_str(), e.seconds, total > 0 ? 100 * e.seconds / total : 0.0,
+      std::fprintf(stderr, "%-30s %10.3f %6.1f%% %10lld\n", key.c_str(), e.seconds, total > 0 ? 100 * e.seconds / total : 0.0,
                    static_cast<long long>(e.calls));
   }
 

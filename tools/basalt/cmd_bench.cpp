@@ -64,13 +64,23 @@ void bench(const BenchOptions& o) {
     }
   }
   const Stat p = pp.empty() ? Stat{} : stats(pp), g = tg.empty() ? Stat{} : stats(tg);
+  // Weight bytes a decode step streams: all but the embedding table (one row
+  // of it) unless the output layer is that table, and of stacked experts the
+  // share a token uses.
+  const ModelSpec& spec = model->spec();
+  double decode_bytes = 0;
+  for (const Weight* w : model->weights()) {
+    if (w == &model->token_embd() && !spec.tied_output) continue;
+    const bool experts = w->mat_rows < w->rows;
+    decode_bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
+  }
   if (o.json) {
     std::printf("{\"model\": \"%s\", \"arch\": \"%s\", \"params\": %lld, \"weight_bytes\": %zu, \"threads\": %d, "
                 "\"isa\": \"%s\", \"n_prompt\": %lld, \"n_gen\": %lld, \"depth\": %lld, \"reps\": %d, "
-                "\"pp_tokens_per_s\": %.3f, \"pp_sd\": %.3f, \"tg_tokens_per_s\": %.3f, \"tg_sd\": %.3f}\n",
+                "\"decode_bytes\": %.0f, \"pp_tokens_per_s\": %.3f, \"pp_sd\": %.3f, \"tg_tokens_per_s\": %.3f, \"tg_sd\": %.3f}\n",
                 model->spec().name.c_str(), model->spec().arch.c_str(), static_cast<long long>(model->n_params()),
                 model->weight_bytes(), thread_count(), isa_name(selected_isa()), static_cast<long long>(o.n_prompt),
-                static_cast<long long>(o.n_gen), static_cast<long long>(o.depth), o.reps, p.mean, p.sd, g.mean, g.sd);
+                static_cast<long long>(o.n_gen), static_cast<long long>(o.depth), o.reps, decode_bytes, p.mean, p.sd, g.mean, g.sd);
   } else {
     std::printf("%-28s %8s %6s %10s %18s\n", "model", "threads", "isa", "test", "tokens/s");
     if (!pp.empty())
