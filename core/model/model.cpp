@@ -10,9 +10,22 @@ namespace basalt {
 std::unique_ptr<Model> load_gguf_model(const std::string& path);
 std::unique_ptr<Model> load_hf_model(const std::string& dir);
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);
+  std::unique_ptr<Model> m = std::filesystem::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);
+  if (options.quantize) m->quantize_dense(*options.quantize);
+  return m;
+}
+
+void Model::quantize_dense(RtnType type) {
+  auto convert = [](Weight& w, RtnType t) {
+    if (w.rows > 0 && w.format != WeightFormat::qa) w = quantize_rtn(w, t);
+  };
+  convert(token_embd_, RtnType::q8_0);
+  if (!spec_.tied_output) convert(output_, RtnType::q8_0);
+  for (LayerWeights& l : layers_)
+    for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps, &l.down_exps})
+      convert(*w, type);
 }
 
 std::vector<const Weight*> Model::weights() const {

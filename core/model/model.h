@@ -12,6 +12,7 @@
 #include "core/safetensors/safetensors.h"
 #include "core/model/model_spec.h"
 #include "core/tokenizer/tokenizer.h"
+#include "quant/quantize_rtn.h"
 #include "quant/weight.h"
 
 namespace basalt {
@@ -26,11 +27,18 @@ struct LayerWeights {
   Weight down_exps;               //      [n_expert * n_embd][n_ff]
 };
 
+struct LoadOptions {
+  // Dense (F32/F16/BF16) weights quantized at load with round-to-nearest:
+  // q8_0 everywhere, or q4_0 with the token embedding and output layer in
+  // q8_0 (the layers most sensitive to it). The MoE router stays dense.
+  std::optional<RtnType> quantize;
+};
+
 class Model {
  public:
   // A GGUF file, or an HF model folder (config.json, safetensors, tokenizer.json):
   // parses, validates every tensor's shape against the spec, converts weights.
-  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
 
   const ModelSpec& spec() const { return spec_; }
   const std::string& source() const { return source_; }  // e.g. "m.gguf (GGUF v3)"
@@ -51,6 +59,7 @@ class Model {
   friend std::unique_ptr<Model> load_gguf_model(const std::string& path);  // core/model/load_gguf.cpp
   friend std::unique_ptr<Model> load_hf_model(const std::string& dir);     // core/model/load_hf.cpp
   Model() = default;
+  void quantize_dense(RtnType type);
   ModelSpec spec_;
   std::string source_;
   std::map<std::string, int> file_types_;

@@ -13,13 +13,16 @@ namespace basalt::cli {
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional) {
   if (model_is_positional)
-    app.add_option("model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct)");
+    app.add_option("model", o.model, "GGUF model file or HF model folder (default: SmolLM2-135M-Instruct)");
   else
-    app.add_option("-m,--model", o.model, "GGUF model file (default: SmolLM2-135M-Instruct)");
+    app.add_option("-m,--model", o.model, "GGUF model file or HF model folder (default: SmolLM2-135M-Instruct)");
   app.add_option("-t,--threads", o.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", o.ctx_size, "context size in tokens (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("-b,--ubatch", o.ubatch, "prompt tokens per prefill chunk")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app.add_option("--quantize", o.quantize,
+                 "quantize F32/F16/BF16 weights at load, round-to-nearest: q8 (Q8_0), or q4 (Q4_0; embedding and output Q8_0)")
+      ->check(CLI::IsMember({"q8", "q4"}));
 }
 
 void add_sampling_options(CLI::App& app, SamplingParams& p) {
@@ -57,7 +60,9 @@ std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
   set_thread_count(o.threads);
   const std::string path = o.model.empty() ? default_model_path() : o.model;
   auto t0 = std::chrono::steady_clock::now();
-  auto m = Model::load(path);
+  LoadOptions load;
+  load.quantize = parse_rtn_type(o.quantize);
+  auto m = Model::load(path, load);
   if (verbose) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "basalt: loaded %s (%s, %.0fM params) in %.2f s; %d threads, %s kernels\n", path.c_str(),

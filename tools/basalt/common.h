@@ -17,6 +17,7 @@ struct ModelOptions {
   int threads = 0;    // 0 = physical cores
   int64_t ctx_size = 0;  // 0 = min(training context, 4096)
   int64_t ubatch = 512;
+  std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
 };
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional = false);
 // Applies the thread count, resolves the default model, loads it (with timing on stderr).

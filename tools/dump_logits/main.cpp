@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // basalt-dump-logits MODEL OUT.f32 ID...: writes the logits of every position
 // ([n_tokens][n_vocab] float32, little-endian) for the forward-pass tests.
-// Options through the environment: BASALT_UBATCH (prefill chunk, default 512).
+// Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
+// BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,7 +18,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto model = basalt::Model::load(argv[1]);
+    basalt::LoadOptions load;
+    if (const char* q = std::getenv("BASALT_QUANTIZE")) {
+      load.quantize = basalt::parse_rtn_type(q);
+      if (!load.quantize) throw basalt::Error(std::string("BASALT_QUANTIZE=") + q + ": expected q8 or q4");
+    }
+    auto model = basalt::Model::load(argv[1], load);
     std::vector<int32_t> ids;
     for (int i = 3; i < argc; ++i) ids.push_back(static_cast<int32_t>(std::stol(argv[i])));
     const int64_t n = static_cast<int64_t>(ids.size()), V = model->spec().n_vocab;
