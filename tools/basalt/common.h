@@ -34,5 +34,6 @@ void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_perplexity(CLI::App& app);
 
 }  // namespace basalt::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   basalt::cli::register_chat(app);
   basalt::cli::register_info(app);
   basalt::cli::register_bench(app);
+  basalt::cli::register_perplexity(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
