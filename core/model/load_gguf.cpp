@@ -10,12 +10,6 @@ namespace basalt {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 class TensorLoader {
  public:
   explicit TensorLoader(const GgufFile& f) : f_(f) {}
@@ -24,7 +18,7 @@ class TensorLoader {
     const GgufTensorInfo* t = f_.find_tensor(name);
     if (!t) throw Error(f_.path() + ": tensor " + name + " is missing");
     if (t->dims != shape)
-      throw Error(f_.path() + ": tensor " + name + " has shape " + shape_str(t->dims) + ", expected " + shape_str(shape));
+      throw Error(f_.path() + ": tensor " + name + " has shape " + shape_string(t->dims) + ", expected " + shape_string(shape));
     return *t;
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }

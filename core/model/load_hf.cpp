@@ -14,12 +14,6 @@ namespace basalt {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 class HfTensors {
  public:
   HfTensors(const SafetensorsSet& set, const std::string& dir) : set_(set), dir_(dir) {}
@@ -28,7 +22,7 @@ class HfTensors {
     const StTensor* t = set_.find(name);
     if (!t) throw Error(dir_ + ": tensor " + name + " is missing");
     if (t->shape != shape)
-      throw Error(*t->file + ": tensor " + name + " has shape " + shape_str(t->shape) + ", expected " + shape_str(shape));
+      throw Error(*t->file + ": tensor " + name + " has shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
     return *t;
   }
   bool has(const std::string& name) const { return set_.find(name) != nullptr; }

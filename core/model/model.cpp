@@ -10,6 +10,12 @@ namespace basalt {
 std::unique_ptr<Model> load_gguf_model(const std::string& path);
 std::unique_ptr<Model> load_hf_model(const std::string& dir);
 
+std::string shape_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   std::unique_ptr<Model> m = std::filesystem::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);

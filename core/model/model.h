@@ -27,6 +27,9 @@ struct LayerWeights {
   Weight down_exps;               //      [n_expert * n_embd][n_ff]
 };
 
+// "[2048, 32000]": a tensor shape in the loaders' messages.
+std::string shape_string(const std::vector<int64_t>& dims);
+
 struct LoadOptions {
   // Dense (F32/F16/BF16) weights quantized at load with round-to-nearest:
   // q8_0 everywhere, or q4_0 with the token embedding and output layer in
