@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+// config.json -> ModelSpec: the four supported classes read right, and every
+// missing, mistyped, unsupported or inconsistent field is an Error naming it;
+// a folder whose tensors or files do not fit its config says which.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/model/hf_config.h"
+#include "core/model/model.h"
+#include "tests/unit/test_paths.h"
+
+namespace basalt {
+namespace {
+
+nlohmann::json llama() {
+  return nlohmann::json::parse(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 2048,
+    "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4, "intermediate_size": 5632,
+    "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false})");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    spec_from_hf_config_text(text, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfConfig, ReadsLlama) {
+  const ModelSpec s = spec_from_hf_config_text(llama().dump(), "config.json");
+  EXPECT_EQ(s.arch, "llama");
+  EXPECT_EQ(s.n_embd, 2048);
+  EXPECT_EQ(s.n_head_kv, 4);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.n_ff, 5632);
+  EXPECT_EQ(s.rope_style, RopeStyle::neox);  // HF keeps Q/K in rotate-half order
+  EXPECT_FALSE(s.attn_bias);
+  EXPECT_FALSE(s.tied_output);
+  EXPECT_EQ(s.sliding_window, 0);
+}
+
+TEST(HfConfig, ReadsQwen2MixtralMistral) {
+  auto q = llama();
+  q["architectures"] = {"Qwen2ForCausalLM"};
+  q["sliding_window"] = 1024;
+  q["use_sliding_window"] = false;
+  q["tie_word_embeddings"] = true;
+  const ModelSpec qs = spec_from_hf_config_text(q.dump(), "config.json");
+  EXPECT_EQ(qs.arch, "qwen2");
+  EXPECT_TRUE(qs.attn_bias);
+  EXPECT_TRUE(qs.tied_output);
+  EXPECT_EQ(qs.sliding_window, 0);  // switched off
+
+  auto m = llama();
+  m["architectures"] = {"MixtralForCausalLM"};
+  m["num_local_experts"] = 8;
+  m["num_experts_per_tok"] = 2;
+  m["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  const ModelSpec ms = spec_from_hf_config_text(m.dump(), "config.json");
+  EXPECT_EQ(ms.n_expert, 8);
+  EXPECT_EQ(ms.n_expert_used, 2);
+  EXPECT_FLOAT_EQ(ms.rope_freq_scale, 0.25f);
+
+  auto w = llama();
+  w["architectures"] = {"MistralForCausalLM"};
+  w["sliding_window"] = 1024;
+  EXPECT_EQ(spec_from_hf_config_text(w.dump(), "config.json").sliding_window, 1024);
+}
+
+TEST(HfConfig, BadConfigsAreErrors) {
+  auto with = [](const char* key, nlohmann::json v) {
+    auto j = llama();
+    j[key] = v;
+    return j.dump();
+  };
+  auto without = [](const char* key) {
+    auto j = llama();
+    j.erase(key);
+    return j.dump();
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"{", "not valid JSON"},
+      {"[]", "not a JSON object"},
+      {without("architectures"), "no architectures"},
+      {with("architectures", {"GPT2LMHeadModel"}), "GPT2LMHeadModel is not supported"},
+      {without("hidden_size"), "hidden_size is missing"},
+      {with("hidden_size", "2048"), "hidden_size must be an integer"},
+      {with("num_key_value_heads", 5), "not a multiple"},
+      {with("num_attention_heads", 0), "inconsistent"},
+      {with("rms_norm_eps", "tiny"), "rms_norm_eps must be a number"},
+      {with("tie_word_embeddings", 1), "must be true or false"},
+      {with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}}), "not supported"},
+      {with("rope_scaling", {{"type", "linear"}, {"factor", -1}}), "positive"},
+      {with("vocab_size", 0), "vocab_size"},
+      {with("intermediate_size", -5), "inconsistent"},
+  };
+  for (const auto& [text, message] : cases) {
+    const std::string err = error_of(text);
+    EXPECT_NE(err.find(message), std::string::npos) << text.substr(0, 80) << ": got \"" << err << "\"";
+    EXPECT_NE(err.find("config.json"), std::string::npos) << "the message names the file: " << err;
+  }
+  auto moe = llama();
+  moe["architectures"] = {"MixtralForCausalLM"};
+  EXPECT_NE(error_of(moe.dump()).find("num_local_experts is missing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace basalt
+
+// Loading a whole folder: what is missing or does not fit is named.
+namespace basalt {
+namespace {
+
+std::string load_error(const std::string& dir) {
+  try {
+    Model::load(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfFolder, MismatchesAreNamed) {
+  const std::string dir = test::temp_dir("hf_folder");
+  const std::string py = std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/";
+  ASSERT_EQ(test::run_command(py + "make_model.py " + dir + "/m.gguf --type f16 > /dev/null"), 0);
+  ASSERT_EQ(test::run_command(py + "make_hf_folder.py " + dir + "/m.gguf " + dir + "/hf"), 0);
+  const std::string hf = dir + "/hf";
+  EXPECT_EQ(load_error(hf), "");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(hf + "/config.json"));
+  const nlohmann::json good = config;
+  config["intermediate_size"] = 96;
+  std::ofstream(hf + "/config.json") << config.dump();
+  EXPECT_NE(load_error(hf).find("model.layers.0.mlp.gate_proj.weight has shape [128, 64], expected [96, 64]"), std::string::npos)
+      << load_error(hf);
+  config = good;
+  config["num_hidden_layers"] = 3;
+  std::ofstream(hf + "/config.json") << config.dump();
+  EXPECT_NE(load_error(hf).find("tensor model.layers.2.input_layernorm.weight is missing"), std::string::npos) << load_error(hf);
+  std::ofstream(hf + "/config.json") << good.dump();
+  std::filesystem::remove(hf + "/tokenizer.json");
+  EXPECT_NE(load_error(hf).find("no tokenizer.json"), std::string::npos) << load_error(hf);
+  std::filesystem::remove(hf + "/config.json");
+  EXPECT_NE(load_error(hf).find("no config.json"), std::string::npos) << load_error(hf);
+}
+
+}  // namespace
+}  // namespace basalt
