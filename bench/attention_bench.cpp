@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// Attention for one decode token (and a 512-token prefill chunk) over a KV
+// cache of D positions, per ISA, with the 1.1B (TinyLlama: 32 query heads, 4
+// KV heads, head_dim 64) and 7B (32/32/128) head shapes. GB/s = f16 K and V
+// bytes read per decode call: decode at depth should run at the read
+// bandwidth; the 1.1B shape at depth 4096 reads 4.2 MB per layer. GFLOP/s
+// counts QK and PV (4 x heads x head_dim x keys per token). Measured
+// 2026-11-30, 2 threads, AVX-512: 1.1B d:4096 t:1 440-570 us = 7-9 GB/s,
+// 59 GFLOP/s (17% of the FMA peak; 1 thread 862 us): compute-bound, see
+// docs/ARCHITECTURE.md.
+//
+//   build/bin/basalt_attention_bench --benchmark_filter='1.1b/avx512/d:4096/t:1'
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/runtime/batch.h"
+#include "core/runtime/kv_cache.h"
+#include "cpu/isa.h"
+#include "cpu/ops.h"
+
+namespace basalt::bench {
+namespace {
+
+struct HeadShape {
+  const char* name;
+  int64_t n_head, n_head_kv, head_dim;
+};
+const HeadShape kShapes[] = {{"1.1b", 32, 4, 64}, {"7b", 32, 32, 128}};
+const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+
+void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, int64_t depth, int64_t n_tok) {
+  if (!cpu_supports(isa)) {
+    state.SkipWithError((std::string("CPU lacks ") + isa_name(isa)).c_str());
+    return;
+  }
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = h.n_head;
+  spec.n_head_kv = h.n_head_kv;
+  spec.head_dim = spec.rope_dim = h.head_dim;
+  spec.n_embd = h.n_head * h.head_dim;
+  KvCache kv(spec, depth + n_tok, 1);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0, 1);
+  // The cache's past positions: random f16 keys and values (written through the op itself, one chunk at a time).
+  const int64_t qd = spec.q_dim(), kvd = spec.kv_dim();
+  std::vector<float> q(static_cast<size_t>(512 * qd)), k(static_cast<size_t>(512 * kvd)), v(k.size()), out(q.size());
+  for (int64_t p0 = 0; p0 < depth; p0 += 512) {
+    Batch b;
+    for (int64_t p = p0; p < std::min(depth, p0 + 512); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
+    for (float& x : q) x = nd(rng);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    cpu::attention(q.data(), k.data(), v.data(), out.data(), b, kv, 0, spec, isa);
+  }
+  Batch b;
+  for (int64_t t = 0; t < n_tok; ++t) b.add(0, static_cast<int32_t>(depth + t), 0, true);
+  for (auto _ : state) {
+    cpu::attention(q.data(), k.data(), v.data(), out.data(), b, kv, 0, spec, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double keys = static_cast<double>(depth) + static_cast<double>(n_tok + 1) / 2;  // per token, on average
+  const double iters = static_cast<double>(state.iterations());
+  if (n_tok == 1) state.counters["GB/s"] = benchmark::Counter(2.0 * keys * kvd * 2 * iters, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * h.n_head * h.head_dim * keys * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  for (const HeadShape& h : kShapes)
+    for (Isa isa : kIsas)
+      for (int64_t depth : {512, 4096})
+        for (int64_t n_tok : {1, 512}) {
+          if (isa == Isa::scalar && n_tok > 1) continue;  // seconds per call
+          const std::string name = std::string("attention/") + h.name + "/" + isa_name(isa) + "/d:" + std::to_string(depth) +
+                                   "/t:" + std::to_string(n_tok);
+          benchmark::RegisterBenchmark(name.c_str(), [&h, isa, depth, n_tok](benchmark::State& st) {
+            bench_attention(st, h, isa, depth, n_tok);
+          })->UseRealTime()->Unit(benchmark::kMicrosecond);
+        }
+}
+
+}  // namespace
+}  // namespace basalt::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  basalt::bench::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
