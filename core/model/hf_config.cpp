@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/model/hf_config.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -120,6 +121,30 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
   validate_spec(s, where);
   if (s.n_vocab <= 0 || s.n_vocab > (1 << 24)) throw Error(where + ": vocab_size " + std::to_string(s.n_vocab));
   return s;
+}
+
+GenerationDefaults read_generation_defaults(const std::string& path) {
+  GenerationDefaults g;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return g;
+  const MappedFile f = MappedFile::map(path);
+  json j;
+  try {
+    j = json::parse(f.data(), f.data() + f.size());
+  } catch (const json::exception& e) {
+    throw Error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(path + ": not a JSON object");
+  const Config c(j, path);
+  auto number = [&](const char* key, std::optional<float>& out) {
+    if (j.contains(key) && !j[key].is_null()) out = static_cast<float>(c.get_float(key, 0));
+  };
+  number("temperature", g.temperature);
+  number("top_p", g.top_p);
+  number("repetition_penalty", g.repeat_penalty);
+  if (j.contains("top_k") && !j["top_k"].is_null()) g.top_k = static_cast<int32_t>(c.get_int("top_k", 0));
+  if (j.contains("do_sample") && !j["do_sample"].is_null()) g.do_sample = c.get_bool("do_sample", false);
+  return g;
 }
 
 ModelSpec spec_from_hf_config(const std::string& path) {

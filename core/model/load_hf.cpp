@@ -45,6 +45,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
   m->spec_ = spec_from_hf_config((folder / "config.json").string());
   ModelSpec& s = m->spec_;
+  m->generation_defaults_ = read_generation_defaults((folder / "generation_config.json").string());
   HfTokenizer tok = load_tokenizer_hf(dir);
   m->chat_template_ = std::move(tok.chat_template);
   m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok.data));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/gguf/gguf.h"
+#include "core/model/hf_config.h"
 #include "core/safetensors/safetensors.h"
 #include "core/model/model_spec.h"
 #include "core/tokenizer/tokenizer.h"
@@ -48,6 +49,7 @@ class Model {
   const std::map<std::string, int>& file_types() const { return file_types_; }  // tensor type -> count, as stored
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& chat_template() const { return chat_template_; }  // "" if the file has none
+  const GenerationDefaults& generation_defaults() const { return generation_defaults_; }  // HF folders
 
   const Weight& token_embd() const { return token_embd_; }
   const Weight& output() const { return spec_.tied_output ? token_embd_ : output_; }
@@ -71,6 +73,7 @@ class Model {
   std::optional<SafetensorsSet> safetensors_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string chat_template_;
+  GenerationDefaults generation_defaults_;
   Weight token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;

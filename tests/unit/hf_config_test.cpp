@@ -151,3 +151,38 @@ TEST(HfFolder, MismatchesAreNamed) {
 
 }  // namespace
 }  // namespace basalt
+
+namespace basalt {
+namespace {
+
+TEST(HfFolder, GenerationConfigGivesSamplingDefaults) {
+  const std::string dir = test::temp_dir("hf_generation");
+  const std::string py = std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/";
+  ASSERT_EQ(test::run_command(py + "make_model.py " + dir + "/m.gguf --type f32 --vocab-size 300 > /dev/null"), 0);
+  ASSERT_EQ(test::run_command(py + "make_hf_folder.py " + dir + "/m.gguf " + dir + "/hf"), 0);
+  const std::string hf = dir + "/hf", basalt = std::string(BASALT_BIN_DIR) + "/basalt";
+  auto run = [&](const std::string& args) {
+    std::string out;
+    test::run_command(basalt + " run -m " + hf + " -p hello -n 24 " + args + " 2>/dev/null", &out);
+    return out;
+  };
+  // No defaults: seeds give different samples (temperature 0.8).
+  EXPECT_NE(run("--seed 1"), run("--seed 2"));
+  std::ofstream(hf + "/generation_config.json") << R"({"do_sample": false, "top_k": 7, "eos_token_id": 2})";
+  EXPECT_EQ(read_generation_defaults(hf + "/generation_config.json").top_k, 7);
+  EXPECT_EQ(run("--seed 1"), run("--seed 2"));                      // greedy, as the file asks
+  EXPECT_NE(run("--seed 1 --temp 0.8"), run("--seed 2 --temp 0.8"));  // the user's --temp wins
+  std::string info;
+  test::run_command(basalt + " info " + hf, &info);
+  EXPECT_NE(info.find("do_sample false top_k 7"), std::string::npos) << info;
+  std::ofstream(hf + "/generation_config.json") << R"({"temperature": "hot"})";
+  try {
+    Model::load(hf);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("temperature must be a number"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace basalt

@@ -18,10 +18,13 @@ struct ChatOptions {
   ModelOptions model;
   std::string system;
   GenerateOptions gen;
+  SamplingFlags sampling_given;
 };
 
 void chat(const ChatOptions& o) {
   auto model = load_model(o.model);
+  GenerateOptions gen = o.gen;
+  gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
   ChatPrompter prompter(*model, o.system);
   Session session(*model, context_size(o.model, *model), o.model.ubatch);
   const bool interactive = isatty(STDIN_FILENO);
@@ -37,7 +40,7 @@ void chat(const ChatOptions& o) {
     try {
       prompt = prompter.tokens_for(messages);
       std::string reply;
-      GenerationStats st = generate(session, prompt, o.gen, [&](std::string_view piece) {
+      GenerationStats st = generate(session, prompt, gen, [&](std::string_view piece) {
         reply += piece;
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -66,7 +69,7 @@ void register_chat(CLI::App& app) {
   sub->add_option("--system", o->system, "system message");
   sub->add_option("-n,--n-predict", o->gen.max_tokens, "most tokens per reply; -1 = until the end of the turn")
       ->check(CLI::Range(-1, 1 << 24));
-  add_sampling_options(*sub, o->gen.sampling);
+  o->sampling_given = add_sampling_options(*sub, o->gen.sampling);
   sub->callback([o] { chat(*o); });
 }
 

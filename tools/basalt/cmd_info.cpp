@@ -39,6 +39,16 @@ void info(const ModelOptions& o) {
               s.rope_style == RopeStyle::normal ? "normal" : "neox", static_cast<long long>(s.rope_dim), s.rope_freq_scale);
   std::printf("rms norm eps    %g\n", s.rms_eps);
   std::printf("output          %s\n", s.tied_output ? "tied to the token embedding" : "separate");
+  const GenerationDefaults& g = m->generation_defaults();
+  if (g.temperature || g.top_k || g.top_p || g.repeat_penalty || g.do_sample) {
+    std::printf("sampling        from generation_config.json:");
+    if (g.do_sample) std::printf(" do_sample %s", *g.do_sample ? "true" : "false");
+    if (g.temperature) std::printf(" temperature %g", *g.temperature);
+    if (g.top_k) std::printf(" top_k %d", *g.top_k);
+    if (g.top_p) std::printf(" top_p %g", *g.top_p);
+    if (g.repeat_penalty) std::printf(" repetition_penalty %g", *g.repeat_penalty);
+    std::printf("\n");
+  }
   std::printf("tensor types    ");
   for (auto& [name, count] : m->file_types()) std::printf("%s x%d  ", name.c_str(), count);
   std::printf("\n");

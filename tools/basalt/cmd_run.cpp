@@ -16,10 +16,13 @@ struct RunOptions {
   std::string prompt, system;
   bool chat = false;
   GenerateOptions gen;
+  SamplingFlags sampling_given;
 };
 
 void run(const RunOptions& o) {
   auto model = load_model(o.model);
+  GenerateOptions gen = o.gen;
+  gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
   std::vector<int32_t> prompt;
   if (o.chat) {
     ChatPrompter chat(*model, o.system);
@@ -28,7 +31,7 @@ void run(const RunOptions& o) {
     prompt = model->tokenizer().encode(o.prompt, true, true);
   }
   Session session(*model, context_size(o.model, *model), o.model.ubatch);
-  GenerationStats st = generate(session, prompt, o.gen, [](std::string_view piece) {
+  GenerationStats st = generate(session, prompt, gen, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -50,7 +53,7 @@ void register_run(CLI::App& app) {
   sub->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
   sub->add_option("--system", o->system, "system message (with --chat)");
   sub->add_option("--stop", o->gen.stop, "stop when this text appears (repeatable)");
-  add_sampling_options(*sub, o->gen.sampling);
+  o->sampling_given = add_sampling_options(*sub, o->gen.sampling);
   sub->callback([o] { run(*o); });
 }
 

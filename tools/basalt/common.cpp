@@ -25,15 +25,30 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
       ->check(CLI::IsMember({"q8", "q4"}));
 }
 
-void add_sampling_options(CLI::App& app, SamplingParams& p) {
-  app.add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-  app.add_option("--top-k", p.top_k, "keep the k most likely tokens; 0 = off")->check(CLI::Range(0, 1 << 24));
-  app.add_option("--top-p", p.top_p, "nucleus: keep tokens up to this cumulative probability")->check(CLI::Range(0.0f, 1.0f));
+SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p) {
+  SamplingFlags f;
+  f.temp = app.add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+  f.top_k = app.add_option("--top-k", p.top_k, "keep the k most likely tokens; 0 = off")->check(CLI::Range(0, 1 << 24));
+  f.top_p = app.add_option("--top-p", p.top_p, "nucleus: keep tokens up to this cumulative probability")->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--min-p", p.min_p, "drop tokens less likely than min-p times the most likely")->check(CLI::Range(0.0f, 1.0f));
-  app.add_option("--repeat-penalty", p.repeat_penalty, "penalty for tokens in the last --repeat-last-n")
-      ->check(CLI::Range(0.01f, 10.0f));
+  f.repeat_penalty = app.add_option("--repeat-penalty", p.repeat_penalty, "penalty for tokens in the last --repeat-last-n")
+                         ->check(CLI::Range(0.01f, 10.0f));
   app.add_option("--repeat-last-n", p.repeat_last_n, "tokens the repetition penalty looks back")->check(CLI::Range(0, 1 << 20));
   app.add_option("--seed", p.seed, "random seed (same seed, same output)");
+  return f;
+}
+
+SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given, const Model& m) {
+  const GenerationDefaults& d = m.generation_defaults();
+  auto unset = [](const CLI::Option* o) { return !o || o->count() == 0; };
+  if (unset(given.temp)) {
+    if (d.temperature) p.temperature = *d.temperature;
+    if (d.do_sample && !*d.do_sample) p.temperature = 0;  // the authors want greedy
+  }
+  if (unset(given.top_k) && d.top_k) p.top_k = *d.top_k;
+  if (unset(given.top_p) && d.top_p) p.top_p = *d.top_p;
+  if (unset(given.repeat_penalty) && d.repeat_penalty) p.repeat_penalty = *d.repeat_penalty;
+  return p;
 }
 
 std::string default_model_path() {

