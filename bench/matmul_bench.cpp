@@ -135,7 +135,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   std::string label = w.describe();
   if (isa != Isa::scalar && find_matmul_kernel(w, isa) == find_matmul_kernel(w, static_cast<Isa>(static_cast<int>(isa) - 1)))
     label += ", no own kernel: lower ISA's";
-  if (w.format != WeightFormat::qa && n_tok >= onednn_min_tokens(w.format) && isa != Isa::scalar && onednn_available())
+  if (onednn_wanted(w, n_tok, isa))
     label += ", oneDNN (best ISA)";
   state.SetLabel(label);
 }

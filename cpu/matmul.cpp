@@ -23,8 +23,7 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
 void matmul(const MatmulArgs& a, Isa isa) {
   if (a.w->format == WeightFormat::qa && (!a.xq || a.xq->cols != a.w->cols || a.xq->n_tok < a.n_tok))
     throw Error("internal: matmul with " + a.w->name + " needs activations quantized to its width");
-  const bool prefill_dense = a.w->format != WeightFormat::qa && a.n_tok >= onednn_min_tokens(a.w->format);
-  if (prefill_dense && isa != Isa::scalar && onednn_available() && onednn_matmul(a)) return;
+  if (onednn_wanted(*a.w, a.n_tok, isa) && onednn_matmul(a)) return;
   MatmulKernel k = find_matmul_kernel(*a.w, isa);
   const int64_t rows = a.r1 - a.r0;
   // Row chunks a multiple of 16 so SIMD kernels can work on whole tiles.

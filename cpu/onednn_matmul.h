@@ -20,6 +20,11 @@ inline int64_t onednn_min_tokens(WeightFormat f) { return f == WeightFormat::f16
 
 // Built with oneDNN, and not turned off with BASALT_ONEDNN=0.
 bool onednn_available();
+// Whether matmul() hands this weight and token count to oneDNN (for the ISA
+// variant isa; scalar never does). onednn_matmul may still decline (bf16 below AVX-512).
+inline bool onednn_wanted(const Weight& w, int64_t n_tok, Isa isa) {
+  return w.format != WeightFormat::qa && n_tok >= onednn_min_tokens(w.format) && isa != Isa::scalar && onednn_available();
+}
 
 // y = x W^T for rows [r0, r1) of a dense weight; oneDNN threads it itself
 // (OpenMP, the engine's thread count). bf16 weights take bf16 activations

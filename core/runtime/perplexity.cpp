@@ -21,7 +21,6 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
   Executor exec(model, kv, std::min(ubatch, window));
   PerplexityResult r;
   int64_t scored_to = 1;  // tokens [1, scored_to) are scored (token 0 has no context)
-  std::vector<double> row(static_cast<size_t>(V));
   for (int64_t begin = 0; scored_to < n; begin += stride) {
     const int64_t end = std::min(n, begin + window);
     if (end <= scored_to) continue;
@@ -31,10 +30,6 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
       const int64_t stop = std::min(end, i + exec.max_batch());
       for (int64_t p = i; p < stop; ++p)
         b.add(tokens[p], static_cast<int32_t>(p - begin), 0, p + 1 >= scored_to && p + 1 < end);
-      if (b.n_outputs() == 0) {
-        exec.run(b);
-        continue;
-      }
       const float* logits = exec.run(b);
       int64_t out = 0;
       for (int64_t p = i; p < stop; ++p) {

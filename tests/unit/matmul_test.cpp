@@ -138,7 +138,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
             double worst = 0;
             for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
             EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
-                << f.name << " " << isa_name(isa) << (f.format != WeightFormat::qa && n_tok >= onednn_min_tokens(f.format) ? " (oneDNN)" : "")
+                << f.name << " " << isa_name(isa) << (onednn_wanted(w, n_tok, isa) ? " (oneDNN)" : "")
                 << " rows " << rows << " cols " << cols << " tokens " << n_tok;
             ++checked;
           }
