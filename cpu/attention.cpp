@@ -18,9 +18,9 @@ namespace {
 
 constexpr int64_t kTileRows = 32;        // query rows per tile and KV head: tokens x query heads of one KV head
 constexpr int64_t kPieceHeadDims = 512;  // KV heads of one piece: up to this many values of each cached row
-constexpr int64_t kPiecesPerThread = 8;  // split key ranges until there are this many pieces per thread...
+constexpr int64_t kPiecesPerThread = 4;  // split key ranges until there are this many pieces per thread...
 constexpr int64_t kMinPieceKeys = 256;   // ...of at least this many keys
-constexpr int64_t kKeyAlign = 64;        // key ranges start at a multiple of the kernels' key block
+constexpr int64_t kKeyAlign = kKeyBlock;  // key ranges start at a block of the cache's keys
 
 struct Tile {
   int64_t t0, n_tok;  // batch tokens [t0, t0 + n_tok), all of one sequence
@@ -49,6 +49,13 @@ float* thread_scratch(size_t n) {
   if (buf.size() < n + 16) buf.resize(n + 16);
   const size_t misalign = reinterpret_cast<uintptr_t>(buf.data()) % 64;
   return buf.data() + (misalign ? (64 - misalign) / sizeof(float) : 0);
+}
+
+// A key row in f16 on the calling thread, before KvCache::set_key scatters it.
+uint16_t* thread_keys(int64_t n) {
+  static thread_local std::vector<uint16_t> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
 }
 
 // Merges the pieces [first, last) of one tile x KV heads, its key range split,
@@ -155,7 +162,9 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     // The batch's own keys and values first: its tokens see each other's.
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < n; ++t) {
-      kern->to_f16(k + t * kvd, kv.k(layer, batch.seq[t], batch.pos[t]), kvd);
+      uint16_t* key = thread_keys(kvd);
+      kern->to_f16(k + t * kvd, key, kvd);
+      kv.set_key(layer, batch.seq[t], batch.pos[t], key);
       kern->to_f16(v + t * kvd, kv.v(layer, batch.seq[t], batch.pos[t]), kvd);
     }
 #pragma omp for schedule(dynamic, 1)
@@ -167,7 +176,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
       const bool whole = p.p0 == 0 && p.p1 == tl.keys;
       float* s = w.states.data() + p.state;
       AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                      kv.k(layer, seq, 0) + p.kvh * hd, kv.v(layer, seq, 0) + p.kvh * hd, kvd, p.p0, p.p1, scale,
+                      kv.key_blocks(layer, seq) + p.kvh * hd * kKeyBlock, kv.key_block_stride(),
+                      kv.v(layer, seq, 0) + p.kvh * hd, kvd, p.p0, p.p1, scale,
                       whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                       whole, s, s + rows, thread_scratch(scratch)};
       kern->tile(a);

@@ -41,12 +41,13 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) {
-    uint16_t* kc = kv.k(layer, batch.seq[t], batch.pos[t]);
+    std::vector<uint16_t> key(static_cast<size_t>(kvd));
     uint16_t* vc = kv.v(layer, batch.seq[t], batch.pos[t]);
     for (int64_t i = 0; i < kvd; ++i) {
-      kc[i] = f32_to_f16(k[t * kvd + i]);
+      key[static_cast<size_t>(i)] = f32_to_f16(k[t * kvd + i]);
       vc[i] = f32_to_f16(v[t * kvd + i]);
     }
+    kv.set_key(layer, batch.seq[t], batch.pos[t], key.data());
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
@@ -58,9 +59,8 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
       float m = -INFINITY, l = 0;
       for (int64_t p = 0; p <= batch.pos[t]; ++p) {
-        const uint16_t* kp = kv.k(layer, batch.seq[t], p) + kvh * hd;
         float s = 0;
-        for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kp[i]);
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kv.key(layer, batch.seq[t], p, kvh * hd + i));
         s *= scale;
         // Online softmax: rescale what was accumulated when the max grows.
         const float m_new = std::fmax(m, s);

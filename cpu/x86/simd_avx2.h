@@ -63,18 +63,6 @@ struct Simd {
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
   }
 
-  // Lane i of the result = the sum of the 8 lanes of a[i] (a transposing reduction).
-  static V reduce(const V* a) {
-    V b[4], c[2];
-    for (int i = 0; i < 4; ++i)  // 128-bit lane k: a[2i] and a[2i+1], pairs of their lane-k elements summed
-      b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    for (int i = 0; i < 2; ++i) {  // lane k: the sums of lane k of a[4i..4i+3]
-      const __m256d x = _mm256_castps_pd(b[2 * i]), y = _mm256_castps_pd(b[2 * i + 1]);
-      c[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
-    }
-    return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
-  }
-
   static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.

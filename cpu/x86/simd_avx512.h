@@ -64,20 +64,6 @@ struct Simd {
     return _mm512_maskz_mov_ps(normal, _mm512_scalef_ps(p, n));
   }
 
-  // Lane i of the result = the sum of the 16 lanes of a[i] (a transposing reduction).
-  static V reduce(const V* a) {
-    V b[8], c[4];
-    for (int i = 0; i < 8; ++i)  // 128-bit lane k: a[2i] and a[2i+1], pairs of their lane-k elements summed
-      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    for (int i = 0; i < 4; ++i) {  // lane k: the sums of lane k of a[4i..4i+3]
-      const __m512d x = _mm512_castps_pd(b[2 * i]), y = _mm512_castps_pd(b[2 * i + 1]);
-      c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-    }
-    const V d0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
-    const V d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
-  }
-
   static V abs(V x) { return _mm512_abs_ps(x); }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.

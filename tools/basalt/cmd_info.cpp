@@ -58,7 +58,7 @@ void info(const ModelOptions& o) {
   for (auto& [name, count] : engine_formats) std::printf("%s x%d  ", name.c_str(), count);
   std::printf("\n");
   const size_t weights = m->weight_bytes();
-  const size_t kv = 2 * static_cast<size_t>(s.n_layer) * n_ctx * s.kv_dim() * sizeof(uint16_t);
+  const size_t kv = KvCache::bytes(s.n_layer, n_ctx, s.kv_dim(), 1);
   std::printf("memory          %s weights + %s KV cache (f16, %lld tokens) = %s\n", human_bytes(weights).c_str(),
               human_bytes(kv).c_str(), static_cast<long long>(n_ctx), human_bytes(weights + kv).c_str());
 }
