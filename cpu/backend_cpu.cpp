@@ -29,7 +29,8 @@ class CpuBackend final : public Backend {
     if (wanted_.empty()) {  // the tensors that qa matmuls read: made in int8 form by the op that writes them
       wanted_.assign(ctx.graph->tensors.size(), false);
       for (const Node& n : ctx.graph->nodes)
-        if (n.op == Op::matmul && n.weight->format == WeightFormat::qa) wanted_[static_cast<size_t>(n.in[0])] = true;
+        if (n.op == Op::matmul && n.weight->format == WeightFormat::qa && n.weight->input_perm.empty())
+          wanted_[static_cast<size_t>(n.in[0])] = true;
     }
   }
 
@@ -50,8 +51,19 @@ class CpuBackend final : public Backend {
         out_q.valid = fused_q != nullptr;
         break;
       case Op::matmul: {
-        const QuantizedActs* xq = n.weight->format == WeightFormat::qa ? &quantized(n.in[0], ctx) : nullptr;
-        matmul({n.weight, in0, xq, rows, out, w_out, 0, n.weight->rows});
+        const Weight& w = *n.weight;
+        const float* x = in0;
+        const QuantizedActs* xq = nullptr;
+        if (!w.input_perm.empty()) {  // GPTQ act-order: the inputs in the order of the weight's columns
+          permuted_.resize(static_cast<size_t>(rows * w.cols));
+          for (int64_t t = 0; t < rows; ++t)
+            for (int64_t k = 0; k < w.cols; ++k) permuted_[t * w.cols + k] = in0[t * w.cols + w.input_perm[k]];
+          x = permuted_.data();
+          if (w.format == WeightFormat::qa) quantize_activations(x, rows, w.cols, permuted_q_), xq = &permuted_q_;
+        } else if (w.format == WeightFormat::qa) {
+          xq = &quantized(n.in[0], ctx);
+        }
+        matmul({n.weight, x, xq, rows, out, w_out, 0, w.rows});
         if (n.vec && !n.vec->empty())
           for (int64_t t = 0; t < rows; ++t) cpu::add(out + t * w_out, n.vec->data(), out + t * w_out, w_out);
         break;
@@ -97,6 +109,8 @@ class CpuBackend final : public Backend {
   const Model& model_;
   std::vector<CachedActs> quantized_;
   std::vector<bool> wanted_;  // per tensor: read by a qa matmul
+  std::vector<float> permuted_;  // a matmul's input reordered (Weight::input_perm), and its int8 form
+  QuantizedActs permuted_q_;
   cpu::MoeScratch moe_scratch_;
 };
 

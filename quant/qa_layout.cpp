@@ -20,7 +20,8 @@ int rowmajor_block_bytes(int bits) { return bits == 8 ? 32 : 16 + (bits - 4) * 4
 size_t rowmajor_scale_bytes(QaScales s, int64_t k) {
   switch (s) {
     case QaScales::f16_sym: return static_cast<size_t>(k / 32) * 2;
-    case QaScales::f16_affine: return static_cast<size_t>(k / 32) * 4;
+    case QaScales::f16_affine:
+    case QaScales::f16_zero: return static_cast<size_t>(k / 32) * 4;
     case QaScales::kquant: return static_cast<size_t>(k / 256) * 20;
     case QaScales::q6k: return static_cast<size_t>(k / 256) * 18;
   }
@@ -39,7 +40,8 @@ QaLayout qa_layout(int bits, QaScales enc) {
   const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high-bit plane
   switch (enc) {
     case QaScales::f16_sym: return {bits, enc, 2, 0, 32, chunks};
-    case QaScales::f16_affine: return {bits, enc, 2, 0, 64, chunks};
+    case QaScales::f16_affine:
+    case QaScales::f16_zero: return {bits, enc, 2, 0, 64, chunks};
     case QaScales::kquant: return {bits, enc, 8, 64, 32, chunks};
     case QaScales::q6k: return {bits, enc, 8, 64, 32, chunks};
   }
@@ -80,6 +82,10 @@ QaBlockParams qa_rowmajor_params(int bits, QaScales enc, const uint8_t* s, int64
     case QaScales::f16_affine:
       p.scale[0] = p.scale[1] = f16_to_f32(load_u16(s + 4 * b));
       p.bias[0] = p.bias[1] = f16_to_f32(load_u16(s + 4 * b + 2));
+      break;
+    case QaScales::f16_zero:
+      p.scale[0] = p.scale[1] = f16_to_f32(load_u16(s + 4 * b));
+      p.zero = static_cast<int>(f16_to_f32(load_u16(s + 4 * b + 2)));
       break;
     case QaScales::kquant: {
       const uint8_t* sb = s + 20 * (b / 8);
@@ -134,6 +140,7 @@ void qa_pack_tile(const QaLayout& L, const uint8_t* const* rows, int n, int64_t 
       switch (L.enc) {
         case QaScales::f16_sym: std::memcpy(st + 2 * i, rs + 2 * b, 2); break;
         case QaScales::f16_affine:
+        case QaScales::f16_zero:
           std::memcpy(st + 2 * i, rs + 4 * b, 2);
           std::memcpy(st + 32 + 2 * i, rs + 4 * b + 2, 2);
           break;
@@ -189,6 +196,10 @@ void qa_tile_block(const QaLayout& L, const uint8_t* tile, int lane, int64_t b, 
     case QaScales::f16_affine:
       p->scale[0] = p->scale[1] = f16_to_f32(load_u16(st + 2 * lane));
       p->bias[0] = p->bias[1] = f16_to_f32(load_u16(st + 32 + 2 * lane));
+      break;
+    case QaScales::f16_zero:
+      p->scale[0] = p->scale[1] = f16_to_f32(load_u16(st + 2 * lane));
+      p->zero = static_cast<int>(f16_to_f32(load_u16(st + 32 + 2 * lane)));
       break;
     case QaScales::kquant:
       p->scale[0] = p->scale[1] = f16_to_f32(load_u16(grp + 2 * lane)) * st[lane];

@@ -12,7 +12,7 @@
 //   5/6 bits, chunk 4:   bit L = bit 4 of q[4L+k], bit 4+L = bit 4 of q[16+4L+k]
 //   6 bits, chunk 5:     the same for bit 5
 //   8 bits, chunks 0-7:  q[4L+k] + 128 (unsigned, for u8 x s8 products)
-// Scales of a block (16 lanes): f16_sym d[16] | f16_affine d[16], m[16] |
+// Scales of a block (16 lanes): f16_sym d[16] | f16_affine d[16], m[16] | f16_zero d[16], z[16] |
 // kquant sc[16], m[16] (u8) | q6k sc_lo[16], sc_hi[16] (i8, groups of 16).
 // Header of a super-block: kquant d[16], dmin[16] (f16) | q6k d[16] (f16).
 // Rows past the end of a matrix, and the padding block of an odd block count,

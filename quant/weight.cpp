@@ -32,7 +32,7 @@ std::string Weight::describe() const {
     case WeightFormat::bf16: return "bf16";
     case WeightFormat::qa: break;
   }
-  static const char* enc[] = {"f16_sym", "f16_affine", "kquant", "q6k"};
+  static const char* enc[] = {"f16_sym", "f16_affine", "kquant", "q6k", "f16_zero"};
   return "qa" + std::to_string(bits) + "/" + enc[static_cast<int>(scales)];
 }
 

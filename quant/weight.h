@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace basalt {
 
@@ -22,6 +23,7 @@ enum class QaScales : uint8_t {
   f16_affine,  // per 32: f16 d, f16 m; w = d * q + m                                  (Q4_1)
   kquant,      // per 256: f16 d, f16 dmin; per 32: u8 sc, u8 m; w = d*sc*q - dmin*m   (Q4_K, Q5_K)
   q6k,         // per 256: f16 d; per 16: i8 sc; w = d*sc*(q - 32)                     (Q6_K)
+  f16_zero,    // per 32: f16 d, f16 z (an integer); w = d * (q - z)                    (GPTQ asym)
 };
 constexpr int kQaBlock = 32;
 
@@ -44,6 +46,9 @@ struct Weight {
   size_t tile_bytes = 0;  // qa: bytes of a tile of 16 rows
   const uint8_t* data = nullptr;  // owned below or borrowed from the mapped file
   AlignedBytes owned;
+  // Column k of the matrix multiplies input input_perm[k] (GPTQ act-order,
+  // its groups made contiguous at load); empty: the identity.
+  std::vector<int32_t> input_perm;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }  // dense
   int64_t tiles_per_mat() const { return (mat_rows + 15) / 16; }

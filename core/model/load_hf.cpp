@@ -2,12 +2,15 @@
 // Loading an HF model folder: config.json gives the spec (core/model/hf_config.h),
 // the safetensors files the weights under their PyTorch names, checked against
 // the spec's shapes ([out][in], as PyTorch stores a Linear layer).
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/model/gptq_config.h"
 #include "core/model/hf_config.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer_hf.h"
+#include "quant/convert_gptq.h"
 #include "quant/convert_safetensors.h"
 
 namespace basalt {
@@ -16,7 +19,8 @@ namespace {
 
 class HfTensors {
  public:
-  HfTensors(const SafetensorsSet& set, const std::string& dir) : set_(set), dir_(dir) {}
+  HfTensors(const SafetensorsSet& set, const std::string& dir, const std::optional<GptqConfig>& gptq)
+      : set_(set), dir_(dir), gptq_(gptq) {}
 
   const StTensor& get(const std::string& name, const std::vector<int64_t>& shape) const {
     const StTensor* t = set_.find(name);
@@ -31,10 +35,49 @@ class HfTensors {
   }
   std::vector<float> floats(const std::string& name, int64_t n) const { return floats_from_safetensors(get(name, {n})); }
 
+  // The linear layer `prefix` ([n_out][n_in]): prefix.weight as it is, or
+  // GPTQ's prefix.qweight (with qzeros, scales, g_idx) converted exactly.
+  // A bias is read by the caller where the architecture has one; anywhere
+  // else only an all-zero one (AutoGPTQ writes those) is accepted.
+  Weight linear(const std::string& prefix, int64_t n_out, int64_t n_in, bool has_bias = false) {
+    if (!has_bias && has(prefix + ".bias")) {
+      for (float b : floats(prefix + ".bias", n_out))
+        if (b != 0) throw Error(dir_ + ": " + prefix + ".bias: this architecture has no bias there");
+    }
+    if (!has(prefix + ".qweight")) return weight(prefix + ".weight", n_out, n_in);
+    if (!gptq_) throw Error(dir_ + ": " + prefix + ".qweight but no quantization config (quantize_config.json)");
+    GptqTensors t{set_.find(prefix + ".qweight"), set_.find(prefix + ".qzeros"), set_.find(prefix + ".scales"),
+                  set_.find(prefix + ".g_idx")};
+    GptqParams params = gptq_->params;
+    if (gptq_->sym) {  // the zeros a symmetric layer stores tell the format, whatever the label says
+      const int stored = gptq_uniform_stored_zero(t, params.bits), zero = 1 << (params.bits - 1);
+      if (stored == zero - 1 || stored == zero) {
+        params.v2 = stored == zero;
+        if (params.v2 != gptq_->params.v2) relabeled_ = params.v2 ? "gptq_v2" : "gptq";
+      }
+    }
+    return weight_from_gptq(t, params, n_out, n_in, prefix);
+  }
+  // The zero-point format the file stores where its label says otherwise ("" if none).
+  const std::string& relabeled() const { return relabeled_; }
+
  private:
   const SafetensorsSet& set_;
   const std::string& dir_;
+  const std::optional<GptqConfig>& gptq_;
+  std::string relabeled_;
 };
+
+// "GPTQ 4-bit g128 act-order sym (gptq)"
+std::string describe(const GptqConfig& c, const std::string& relabeled) {
+  std::string s = "GPTQ " + std::to_string(c.params.bits) + "-bit ";
+  s += c.params.group_size == -1 ? "per-row" : "g" + std::to_string(c.params.group_size);
+  if (c.desc_act) s += " act-order";
+  s += c.sym ? " sym" : " asym";
+  s += c.params.v2 ? " (gptq_v2)" : " (gptq)";
+  if (!relabeled.empty()) s += ", zeros stored as " + relabeled + " despite the label";
+  return s;
+}
 
 }  // namespace
 
@@ -54,20 +97,25 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     throw Error(dir + ": tokenizer.json has " + std::to_string(m->tokenizer_->n_vocab()) + " tokens, config.json vocab_size " +
                 std::to_string(s.n_vocab));
 
+  const std::optional<GptqConfig> gptq = read_gptq_config(dir);
   const SafetensorsSet& set = m->safetensors_.emplace(SafetensorsSet::open_folder(dir));
-  m->source_ = dir + " (HF safetensors, " + std::to_string(set.n_files()) + (set.n_files() == 1 ? " file)" : " files)");
+  auto ends_with = [](const std::string& s, const char* tail) {
+    return s.size() >= std::strlen(tail) && s.compare(s.size() - std::strlen(tail), std::string::npos, tail) == 0;
+  };
   for (const StTensor* t : set.tensors()) {
-    m->n_params_ += t->n_elements();
     m->file_types_[st_dtype_name(t->dtype)]++;
+    if (gptq && ends_with(t->name, ".qweight")) m->n_params_ += t->n_elements() * (32 / gptq->params.bits);
+    else if (!gptq || !(ends_with(t->name, ".qzeros") || ends_with(t->name, ".scales") || ends_with(t->name, ".g_idx")))
+      m->n_params_ += t->n_elements();
   }
 
-  HfTensors L(set, dir);
+  HfTensors L(set, dir, gptq);
   const int64_t E = s.n_embd, V = s.n_vocab, Q = s.q_dim(), KV = s.kv_dim(), F = s.n_ff;
   m->token_embd_ = L.weight("model.embed_tokens.weight", V, E);
   m->output_norm_ = L.floats("model.norm.weight", E);
   // Some tied checkpoints still ship lm_head.weight (a copy): use it when present.
-  s.tied_output = !L.has("lm_head.weight");
-  if (!s.tied_output) m->output_ = L.weight("lm_head.weight", V, E);
+  s.tied_output = !L.has("lm_head.weight") && !L.has("lm_head.qweight");
+  if (!s.tied_output) m->output_ = L.linear("lm_head", V, E);
 
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
@@ -75,10 +123,10 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     l.attn_norm = L.floats(p + "input_layernorm.weight", E);
     l.ffn_norm = L.floats(p + "post_attention_layernorm.weight", E);
-    l.wq = L.weight(p + "self_attn.q_proj.weight", Q, E);
-    l.wk = L.weight(p + "self_attn.k_proj.weight", KV, E);
-    l.wv = L.weight(p + "self_attn.v_proj.weight", KV, E);
-    l.wo = L.weight(p + "self_attn.o_proj.weight", E, Q);
+    l.wq = L.linear(p + "self_attn.q_proj", Q, E, s.attn_bias);
+    l.wk = L.linear(p + "self_attn.k_proj", KV, E, s.attn_bias);
+    l.wv = L.linear(p + "self_attn.v_proj", KV, E, s.attn_bias);
+    l.wo = L.linear(p + "self_attn.o_proj", E, Q);
     if (s.attn_bias) {
       l.bq = L.floats(p + "self_attn.q_proj.bias", Q);
       l.bk = L.floats(p + "self_attn.k_proj.bias", KV);
@@ -86,6 +134,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     }
     if (s.is_moe()) {
       const std::string e = p + "block_sparse_moe.";
+      if (gptq) throw Error(dir + ": GPTQ Mixtral-style experts are not supported yet");
       l.router = L.weight(e + "gate.weight", s.n_expert, E);
       std::vector<const StTensor*> w1, w3, w2;  // gate, up, down
       for (int64_t x = 0; x < s.n_expert; ++x) {
@@ -98,11 +147,13 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
       l.up_exps = stacked_weight_from_safetensors(w3, e + "experts.w3");
       l.down_exps = stacked_weight_from_safetensors(w2, e + "experts.w2");
     } else {
-      l.w_gate = L.weight(p + "mlp.gate_proj.weight", F, E);
-      l.w_up = L.weight(p + "mlp.up_proj.weight", F, E);
-      l.w_down = L.weight(p + "mlp.down_proj.weight", E, F);
+      l.w_gate = L.linear(p + "mlp.gate_proj", F, E);
+      l.w_up = L.linear(p + "mlp.up_proj", F, E);
+      l.w_down = L.linear(p + "mlp.down_proj", E, F);
     }
   }
+  m->source_ = dir + " (HF safetensors, " + std::to_string(set.n_files()) + (set.n_files() == 1 ? " file" : " files") +
+               (gptq ? ", " + describe(*gptq, L.relabeled()) : "") + ")";
   return m;
 }
 

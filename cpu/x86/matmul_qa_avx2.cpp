@@ -111,6 +111,8 @@ void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const Qua
         __m256 scale, scale_hi, bias;
         if constexpr (S == QaScales::f16_sym) scale = load_f16x8(st + 16 * h);
         if constexpr (S == QaScales::f16_affine) scale = load_f16x8(st + 16 * h), bias = load_f16x8(st + 32 + 16 * h);
+        if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
+          scale = load_f16x8(st + 16 * h), bias = _mm256_mul_ps(scale, load_f16x8(st + 32 + 16 * h));
         if constexpr (S == QaScales::kquant) {
           scale = _mm256_mul_ps(load_f16x8(grp + 16 * h), load_u8x8(st + 8 * h));
           bias = _mm256_mul_ps(load_f16x8(grp + 32 + 16 * h), load_u8x8(st + 16 + 8 * h));
@@ -137,7 +139,7 @@ void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const Qua
             acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(scale, vxd), acc[h][i]);
             if constexpr (S == QaScales::f16_affine)
               acc[h][i] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
-            if constexpr (S == QaScales::kquant)
+            if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
               acc[h][i] = _mm256_fnmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
           }
         }

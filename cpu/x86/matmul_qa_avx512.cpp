@@ -124,6 +124,8 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
         unpack<Bits>(L.quants(grp[u], j), lo[u], hi[u]);
         if constexpr (S == QaScales::f16_sym) scale[u] = load_f16x16(st);
         if constexpr (S == QaScales::f16_affine) scale[u] = load_f16x16(st), bias[u] = load_f16x16(st + 32);
+        if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
+          scale[u] = load_f16x16(st), bias[u] = _mm512_mul_ps(scale[u], load_f16x16(st + 32));
         if constexpr (S == QaScales::kquant)
           scale[u] = _mm512_mul_ps(sup_d[u], load_u8x16(st)), bias[u] = _mm512_mul_ps(sup_m[u], load_u8x16(st + 16));
         if constexpr (S == QaScales::q6k)
@@ -151,7 +153,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
             ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale[u], vxd), ac);
             if constexpr (S == QaScales::f16_affine)
               ac = _mm512_fmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
-            if constexpr (S == QaScales::kquant)
+            if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
               ac = _mm512_fnmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
           }
         }

@@ -17,6 +17,10 @@ MatmulKernel qa_dispatch(const Weight& w) {
     case QaScales::f16_affine:
       if (w.bits == 4) return K<4, QaScales::f16_affine>::run;
       break;
+    case QaScales::f16_zero:
+      if (w.bits == 4) return K<4, QaScales::f16_zero>::run;
+      if (w.bits == 8) return K<8, QaScales::f16_zero>::run;
+      break;
     case QaScales::kquant:
       if (w.bits == 4) return K<4, QaScales::kquant>::run;
       if (w.bits == 5) return K<5, QaScales::kquant>::run;

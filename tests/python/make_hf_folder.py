@@ -106,6 +106,8 @@ def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def encode(x: np.ndarray, dtype: str) -> bytes:
+    if dtype == "I32":
+        return x.astype("<i4").tobytes()
     if dtype == "F32":
         return x.astype("<f4").tobytes()
     if dtype == "F16":

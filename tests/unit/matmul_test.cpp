@@ -28,7 +28,8 @@ const Format kFormats[] = {
     {"bf16", WeightFormat::bf16, 0, QaScales::f16_sym},     {"q4_0", WeightFormat::qa, 4, QaScales::f16_sym},
     {"q4_1", WeightFormat::qa, 4, QaScales::f16_affine},    {"q8_0", WeightFormat::qa, 8, QaScales::f16_sym},
     {"q4_k", WeightFormat::qa, 4, QaScales::kquant},        {"q5_k", WeightFormat::qa, 5, QaScales::kquant},
-    {"q6_k", WeightFormat::qa, 6, QaScales::q6k},
+    {"q6_k", WeightFormat::qa, 6, QaScales::q6k},           {"gptq4_asym", WeightFormat::qa, 4, QaScales::f16_zero},
+    {"gptq8_asym", WeightFormat::qa, 8, QaScales::f16_zero},
 };
 
 void put_f16(uint8_t* p, float v) {
@@ -74,7 +75,7 @@ std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols
   {
     const size_t rm = qa_rowmajor_bytes(f.bits, f.scales, cols);
     const size_t qb = rm - (f.scales == QaScales::f16_sym ? cols / 32 * 2
-                            : f.scales == QaScales::f16_affine ? cols / 32 * 4
+                            : f.scales == QaScales::f16_affine || f.scales == QaScales::f16_zero ? cols / 32 * 4
                             : f.scales == QaScales::kquant ? cols / 256 * 20 : cols / 256 * 18);
     std::vector<uint8_t> rows_rm(rows * rm);
     for (int64_t r = 0; r < rows; ++r) {
@@ -87,6 +88,12 @@ std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols
           break;
         case QaScales::f16_affine:
           for (int64_t g = 0; g < cols / 32; ++g) put_f16(s + 4 * g, 0.05f * u(rng)), put_f16(s + 4 * g + 2, 0.3f * u(rng));
+          break;
+        case QaScales::f16_zero:  // integer zero points: 0..15, or -128..127 for the signed 8-bit quants
+          for (int64_t g = 0; g < cols / 32; ++g)
+            put_f16(s + 4 * g, 0.05f * u(rng)),
+                put_f16(s + 4 * g + 2, f.bits == 8 ? static_cast<float>(static_cast<int>(rng() % 256) - 128)
+                                                   : static_cast<float>(rng() % 16));
           break;
         case QaScales::kquant:
           for (int64_t g = 0; g < cols / 256; ++g) {

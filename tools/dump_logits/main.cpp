@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 // basalt-dump-logits MODEL OUT.f32 ID...: writes the logits of every position
 // ([n_tokens][n_vocab] float32, little-endian) for the forward-pass tests.
+// basalt-dump-logits MODEL OUT.f32 --weight NAME: writes the weight NAME as
+// the engine holds it, dequantized ([rows][cols] float32, columns in the
+// model's input order), for the format tests.
 // Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
 // BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize).
 #include <cstdio>
@@ -11,6 +14,34 @@
 #include "core/error.h"
 #include "core/graph/executor.h"
 #include "core/model/model.h"
+
+namespace {
+
+bool write_floats(const char* path, const std::vector<float>& v) {
+  FILE* f = std::fopen(path, "wb");
+  const bool ok = f && std::fwrite(v.data(), sizeof(float), v.size(), f) == v.size();
+  if (f) std::fclose(f);
+  if (!ok) std::fprintf(stderr, "cannot write %s\n", path);
+  return ok;
+}
+
+int dump_weight(const basalt::Model& model, const std::string& name, const char* out) {
+  for (const basalt::Weight* w : model.weights()) {
+    if (w->name != name) continue;
+    std::vector<float> all(static_cast<size_t>(w->rows * w->cols)), row(static_cast<size_t>(w->cols));
+    for (int64_t r = 0; r < w->rows; ++r) {
+      basalt::dequantize_row(*w, r, row.data());
+      for (int64_t k = 0; k < w->cols; ++k)  // column k multiplies input input_perm[k]
+        all[static_cast<size_t>(r * w->cols + (w->input_perm.empty() ? k : w->input_perm[static_cast<size_t>(k)]))] =
+            row[static_cast<size_t>(k)];
+    }
+    return write_floats(out, all) ? 0 : 1;
+  }
+  std::fprintf(stderr, "error: no weight named %s\n", name.c_str());
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -24,6 +55,7 @@ int main(int argc, char** argv) {
       if (!load.quantize) throw basalt::Error(std::string("BASALT_QUANTIZE=") + q + ": expected q8 or q4");
     }
     auto model = basalt::Model::load(argv[1], load);
+    if (std::string(argv[3]) == "--weight") return dump_weight(*model, argc > 4 ? argv[4] : "", argv[2]);
     std::vector<int32_t> ids;
     for (int i = 3; i < argc; ++i) ids.push_back(static_cast<int32_t>(std::stol(argv[i])));
     const int64_t n = static_cast<int64_t>(ids.size()), V = model->spec().n_vocab;
@@ -38,12 +70,7 @@ int main(int argc, char** argv) {
       const float* out = exec.run(b);
       std::copy(out, out + b.size() * V, logits.begin() + i * V);
     }
-    FILE* f = std::fopen(argv[2], "wb");
-    if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
-      std::fprintf(stderr, "cannot write %s\n", argv[2]);
-      return 1;
-    }
-    std::fclose(f);
+    if (!write_floats(argv[2], logits)) return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
