@@ -61,7 +61,9 @@ void check(const std::string& extra) {
       EXPECT_EQ(got->token_embd().bits, 8);
       EXPECT_EQ(got->output().bits, 8);
     }
-    if (got->spec().is_moe()) EXPECT_EQ(got->layer(0).router.format, WeightFormat::f32);  // the router stays dense
+    if (got->spec().is_moe()) {
+      EXPECT_EQ(got->layer(0).router.format, WeightFormat::f32);  // the router stays dense
+    }
   }
 }
 

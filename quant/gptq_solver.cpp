@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+#include "quant/gptq_solver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+#include "quant/half.h"
+
+namespace basalt {
+
+namespace {
+
+// The per-row grid of a group (GPTQ's quantizer): min/max including 0, the
+// scale rounded to f16; sym centers it on 2^(bits-1).
+struct Grid {
+  float scale;
+  int zero;
+};
+
+template <typename T>
+Grid find_grid(const T* x, int64_t n, int maxq, bool sym) {
+  double lo = 0, hi = 0;
+  for (int64_t j = 0; j < n; ++j) lo = std::min<double>(lo, x[j]), hi = std::max<double>(hi, x[j]);
+  if (sym) hi = std::max(-lo, hi), lo = -hi;
+  if (lo == 0 && hi == 0) lo = -1, hi = 1;
+  float scale = f16_to_f32(f32_to_f16(static_cast<float>((hi - lo) / maxq)));
+  if (scale == 0) scale = f16_to_f32(1);  // below f16's range: every weight rounds to the zero point anyway
+  const int zero = sym ? (maxq + 1) / 2 : static_cast<int>(std::clamp(std::nearbyint(-lo / scale), 0.0, double(maxq)));
+  return {scale, zero};
+}
+
+int quantize_value(double x, const Grid& g, int maxq) {
+  return static_cast<int>(std::clamp(std::nearbyint(x / g.scale) + g.zero, 0.0, double(maxq)));
+}
+
+// In place: the lower Cholesky factor L of a (n x n, row-major), a = L L^T. False if not positive definite.
+bool cholesky(std::vector<double>& a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    double d = a[j * n + j];
+    for (int64_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    if (!(d > 0)) return false;
+    const double ljj = std::sqrt(d);
+    a[j * n + j] = ljj;
+#pragma omp parallel for schedule(static) if (n - j > 256)
+    for (int64_t i = j + 1; i < n; ++i) {
+      double s = a[i * n + j];
+      for (int64_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
+      a[i * n + j] = s / ljj;
+    }
+    for (int64_t k = j + 1; k < n; ++k) a[j * n + k] = 0;
+  }
+  return true;
+}
+
+// U with H^-1 = U^T U (upper), from H's lower factor L: H^-1 = L^-T L^-1.
+bool inverse_upper_factor(std::vector<double>& h, int64_t n) {
+  if (!cholesky(h, n)) return false;
+  // Linv = L^-1 (lower), column by column by forward substitution.
+  std::vector<double> linv(static_cast<size_t>(n * n), 0.0);
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t c = 0; c < n; ++c) {
+    linv[c * n + c] = 1 / h[c * n + c];
+    for (int64_t i = c + 1; i < n; ++i) {
+      double s = 0;
+      for (int64_t k = c; k < i; ++k) s -= h[i * n + k] * linv[k * n + c];
+      linv[i * n + c] = s / h[i * n + i];
+    }
+  }
+  // h = H^-1 = Linv^T Linv, then its Cholesky factor; its transpose is the upper U.
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) {
+      double s = 0;
+      for (int64_t k = i; k < n; ++k) s += linv[k * n + i] * linv[k * n + j];
+      h[i * n + j] = h[j * n + i] = s;
+    }
+  if (!cholesky(h, n)) return false;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i + 1; j < n; ++j) std::swap(h[i * n + j], h[j * n + i]);
+  return true;
+}
+
+void check_options(const GptqOptions& o, int64_t n_in) {
+  if (o.bits < 2 || o.bits > 8) throw Error("GPTQ: bits " + std::to_string(o.bits) + " (2 to 8)");
+  if (o.group_size != -1 && (o.group_size <= 0 || o.group_size > n_in))
+    throw Error("GPTQ: group size " + std::to_string(o.group_size) + " for " + std::to_string(n_in) + " inputs");
+  if (o.block <= 0 || !(o.damp >= 0)) throw Error("GPTQ: bad block size or dampening");
+}
+
+}  // namespace
+
+float GptqLayer::weight(int64_t o, int64_t i) const {
+  const int64_t g = g_idx[static_cast<size_t>(i)];
+  return f16_to_f32(scales[static_cast<size_t>(g * n_out + o)]) *
+         static_cast<float>(q[static_cast<size_t>(o * n_in + i)] - zeros[static_cast<size_t>(g * n_out + o)]);
+}
+
+GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, std::vector<double> h, const GptqOptions& opt) {
+  check_options(opt, n_in);
+  if (static_cast<int64_t>(h.size()) != n_in * n_in) throw Error("GPTQ: Hessian of the wrong size");
+  const int maxq = (1 << opt.bits) - 1;
+  const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size, n = n_in;
+
+  // Working copy in the order the columns are quantized (act-order: by decreasing H diagonal).
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (opt.act_order)
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h[a * n + a] > h[b * n + b]; });
+  std::vector<double> w(static_cast<size_t>(n_out * n)), hp(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) hp[i * n + j] = h[perm[i] * n + perm[j]];
+  h = {};
+  double mean_diag = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const bool dead = hp[j * n + j] == 0;  // no calibration input reaches this column
+    if (dead) hp[j * n + j] = 1;
+    for (int64_t o = 0; o < n_out; ++o) w[o * n + j] = dead ? 0.0 : w_in[o * n_in + perm[j]];
+    mean_diag += hp[j * n + j] / n;
+  }
+  for (int64_t j = 0; j < n; ++j) hp[j * n + j] += opt.damp * mean_diag;
+  if (!inverse_upper_factor(hp, n))
+    throw Error("GPTQ: the Hessian is not positive definite even with dampening " + std::to_string(opt.damp) +
+                " (raise it, or give more calibration text)");
+  const std::vector<double>& u = hp;  // H^-1 = U^T U
+
+  GptqLayer out;
+  out.n_out = n_out;
+  out.n_in = n_in;
+  out.n_groups = (n + gs - 1) / gs;
+  out.q.assign(static_cast<size_t>(n_out * n), 0);
+  out.scales.assign(static_cast<size_t>(out.n_groups * n_out), 0);
+  out.zeros.assign(out.scales.size(), 0);
+  out.g_idx.assign(static_cast<size_t>(n), 0);
+  std::vector<Grid> grid(static_cast<size_t>(n_out));
+  std::vector<double> err(static_cast<size_t>(n_out * opt.block));
+  // Threads only where a column's work is worth a fork and join (several per column).
+  const bool wide = n_out * std::min(opt.block, n) >= (1 << 16);
+  for (int64_t i1 = 0; i1 < n; i1 += opt.block) {
+    const int64_t i2 = std::min(n, i1 + opt.block), nb = i2 - i1;
+    for (int64_t i = i1; i < i2; ++i) {
+      const int64_t g = i / gs;
+      if (i % gs == 0) {  // the group's grid, from the columns as the updates so far left them
+#pragma omp parallel for schedule(static) if (wide)
+        for (int64_t o = 0; o < n_out; ++o) {
+          grid[static_cast<size_t>(o)] = find_grid(&w[o * n + i], std::min(gs, n - i), maxq, opt.sym);
+          out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(grid[static_cast<size_t>(o)].scale);
+          out.zeros[static_cast<size_t>(g * n_out + o)] = grid[static_cast<size_t>(o)].zero;
+        }
+      }
+      out.g_idx[static_cast<size_t>(perm[i])] = static_cast<int32_t>(g);
+      const double d = u[i * n + i];
+#pragma omp parallel for schedule(static) if (wide)
+      for (int64_t o = 0; o < n_out; ++o) {
+        double* row = &w[o * n];
+        const Grid& gr = grid[static_cast<size_t>(o)];
+        const int qv = quantize_value(row[i], gr, maxq);
+        out.q[static_cast<size_t>(o * n_in + perm[i])] = qv;
+        const double e = (row[i] - static_cast<double>(gr.scale) * (qv - gr.zero)) / d;
+        err[static_cast<size_t>(o * opt.block + (i - i1))] = e;
+        for (int64_t j = i + 1; j < i2; ++j) row[j] -= e * u[i * n + j];  // within the block: at once
+      }
+    }
+    // The block's errors onto every later column, in one pass (the lazy batch update).
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t k = 0; k < nb; ++k) {
+        const double e = err[static_cast<size_t>(o * opt.block + k)];
+        const double* ur = &u[(i1 + k) * n];
+        double* row = &w[o * n];
+        for (int64_t j = i2; j < n; ++j) row[j] -= e * ur[j];
+      }
+  }
+  return out;
+}
+
+GptqLayer rtn_quantize(const float* w, int64_t n_out, int64_t n_in, const GptqOptions& opt) {
+  check_options(opt, n_in);
+  const int maxq = (1 << opt.bits) - 1;
+  const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size;
+  GptqLayer out;
+  out.n_out = n_out;
+  out.n_in = n_in;
+  out.n_groups = (n_in + gs - 1) / gs;
+  out.q.assign(static_cast<size_t>(n_out * n_in), 0);
+  out.scales.assign(static_cast<size_t>(out.n_groups * n_out), 0);
+  out.zeros.assign(out.scales.size(), 0);
+  out.g_idx.resize(static_cast<size_t>(n_in));
+  for (int64_t i = 0; i < n_in; ++i) out.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / gs);
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < n_out; ++o)
+    for (int64_t g = 0; g < out.n_groups; ++g) {
+      const int64_t i0 = g * gs, i1 = std::min(n_in, i0 + gs);
+      const Grid gr = find_grid(w + o * n_in + i0, i1 - i0, maxq, opt.sym);
+      out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(gr.scale);
+      out.zeros[static_cast<size_t>(g * n_out + o)] = gr.zero;
+      for (int64_t i = i0; i < i1; ++i) out.q[static_cast<size_t>(o * n_in + i)] = quantize_value(w[o * n_in + i], gr, maxq);
+    }
+  return out;
+}
+
+}  // namespace basalt
