@@ -20,7 +20,7 @@ constexpr int64_t kTileRows = 32;        // query rows per tile and KV head: tok
 constexpr int64_t kPieceHeadDims = 512;  // KV heads of one piece: up to this many values of each cached row
 constexpr int64_t kPiecesPerThread = 4;  // split key ranges until there are this many pieces per thread...
 constexpr int64_t kMinPieceKeys = 256;   // ...of at least this many keys
-constexpr int64_t kKeyAlign = kKeyBlock;  // key ranges start at a block of the cache's keys
+constexpr int64_t kKeyAlign = kCacheBlock;  // key ranges start at a block of the cache's keys
 
 struct Tile {
   int64_t t0, n_tok;  // batch tokens [t0, t0 + n_tok), all of one sequence
@@ -51,10 +51,10 @@ float* thread_scratch(size_t n) {
   return buf.data() + (misalign ? (64 - misalign) / sizeof(float) : 0);
 }
 
-// A key row in f16 on the calling thread, before KvCache::set_key scatters it.
-uint16_t* thread_keys(int64_t n) {
+// A key and a value row in f16 on the calling thread, before KvCache::set places them.
+uint16_t* thread_rows(int64_t kvd) {
   static thread_local std::vector<uint16_t> buf;
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  if (buf.size() < static_cast<size_t>(2 * kvd)) buf.resize(static_cast<size_t>(2 * kvd));
   return buf.data();
 }
 
@@ -162,10 +162,11 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     // The batch's own keys and values first: its tokens see each other's.
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < n; ++t) {
-      uint16_t* key = thread_keys(kvd);
+      uint16_t* key = thread_rows(kvd);
+      uint16_t* value = key + kvd;
       kern->to_f16(k + t * kvd, key, kvd);
-      kv.set_key(layer, batch.seq[t], batch.pos[t], key);
-      kern->to_f16(v + t * kvd, kv.v(layer, batch.seq[t], batch.pos[t]), kvd);
+      kern->to_f16(v + t * kvd, value, kvd);
+      kv.set(layer, batch.seq[t], batch.pos[t], key, value);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_pieces; ++i) {
@@ -176,8 +177,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
       const bool whole = p.p0 == 0 && p.p1 == tl.keys;
       float* s = w.states.data() + p.state;
       AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                      kv.key_blocks(layer, seq) + p.kvh * hd * kKeyBlock, kv.key_block_stride(),
-                      kv.v(layer, seq, 0) + p.kvh * hd, kvd, p.p0, p.p1, scale,
+                      kv.key_blocks(layer, seq) + p.kvh * hd * kCacheBlock, kv.value_blocks(layer, seq) + p.kvh * hd * kCacheBlock,
+                      kv.block_stride(), p.p0, p.p1, scale,
                       whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                       whole, s, s + rows, thread_scratch(scratch)};
       kern->tile(a);

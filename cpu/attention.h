@@ -23,13 +23,13 @@ struct AttentionTile {
   int64_t ldq;
   const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
   int64_t n_tok, group, n_kv, head_dim;
-  // f16 keys in the cache's blocks (core/runtime/kv_cache.h): value d of KV head h at position p is
-  // k[p / kKeyBlock * ldk + (h * head_dim + d) * kKeyBlock + p % kKeyBlock]
+  // f16 keys and values in the cache's blocks (core/runtime/kv_cache.h): element d of KV head h at position p is
+  //   key:   k[p / kCacheBlock * ld + (h * head_dim + d) * kCacheBlock + p % kCacheBlock]
+  //   value: v[p / kCacheBlock * ld + (h * kCacheBlock + p % kCacheBlock) * head_dim + d]
   const uint16_t* k;
-  int64_t ldk;
-  const uint16_t* v;   // f16 value of KV head h at position p: v + p * ldv + h * head_dim
-  int64_t ldv;
-  int64_t p0, p1;      // p0 a multiple of kKeyBlock
+  const uint16_t* v;
+  int64_t ld;
+  int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k
   // Over the positions p of [p0, p1) that row r sees, with s_p its scores:
   float* o;     // row (h, i, g): o + i * ldo + (h * group + g) * head_dim, sum_p exp(s_p - m) v_p
@@ -40,7 +40,7 @@ struct AttentionTile {
   float* scratch;  // scratch_floats(n_kv, n_tok * group, head_dim) floats of the calling thread, 64-byte aligned
 };
 
-constexpr int64_t kKeyBlock = KvCache::kKeyBlock;
+constexpr int64_t kCacheBlock = KvCache::kBlock;
 
 struct AttentionKernels {
   void (*tile)(const AttentionTile& t);

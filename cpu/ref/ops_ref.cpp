@@ -41,13 +41,12 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) {
-    std::vector<uint16_t> key(static_cast<size_t>(kvd));
-    uint16_t* vc = kv.v(layer, batch.seq[t], batch.pos[t]);
+    std::vector<uint16_t> key(static_cast<size_t>(kvd)), value(key.size());
     for (int64_t i = 0; i < kvd; ++i) {
       key[static_cast<size_t>(i)] = f32_to_f16(k[t * kvd + i]);
-      vc[i] = f32_to_f16(v[t * kvd + i]);
+      value[static_cast<size_t>(i)] = f32_to_f16(v[t * kvd + i]);
     }
-    kv.set_key(layer, batch.seq[t], batch.pos[t], key.data());
+    kv.set(layer, batch.seq[t], batch.pos[t], key.data(), value.data());
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
@@ -65,8 +64,8 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
         // Online softmax: rescale what was accumulated when the max grows.
         const float m_new = std::fmax(m, s);
         const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
-        const uint16_t* vp = kv.v(layer, batch.seq[t], p) + kvh * hd;
-        for (int64_t i = 0; i < hd; ++i) acc[i] = acc[i] * corr + w * f16_to_f32(vp[i]);
+        for (int64_t i = 0; i < hd; ++i)
+          acc[i] = acc[i] * corr + w * f16_to_f32(kv.value(layer, batch.seq[t], p, kvh * hd + i));
         l = l * corr + w;
         m = m_new;
       }

@@ -78,12 +78,12 @@ void fill_cache(KvCache& kv, const Case& c) {
   for (int64_t layer = 0; layer < 2; ++layer)
     for (size_t s = 0; s < c.ctx.size(); ++s)
       for (int32_t p = 0; p < c.ctx[s]; ++p) {
-        std::vector<uint16_t> key(static_cast<size_t>(kv.kv_dim()));
+        std::vector<uint16_t> key(static_cast<size_t>(kv.kv_dim())), value(key.size());
         for (int64_t i = 0; i < kv.kv_dim(); ++i) {
           key[static_cast<size_t>(i)] = f32_to_f16(nd(rng));
-          kv.v(layer, static_cast<int>(s), p)[i] = f32_to_f16(nd(rng));
+          value[static_cast<size_t>(i)] = f32_to_f16(nd(rng));
         }
-        kv.set_key(layer, static_cast<int>(s), p, key.data());
+        kv.set(layer, static_cast<int>(s), p, key.data(), value.data());
       }
 }
 
@@ -141,7 +141,7 @@ std::vector<float> run(const Case& c, const Isa* isa, std::vector<uint16_t>* cac
       for (int64_t p = 0; p < c.ctx[static_cast<size_t>(s)] + c.n_tok[static_cast<size_t>(s)]; ++p)  // those written
         for (int64_t i = 0; i < kv.kv_dim(); ++i) {
           cache_out->push_back(kv.key(1, s, p, i));
-          cache_out->push_back(kv.v(1, s, p)[i]);
+          cache_out->push_back(kv.value(1, s, p, i));
         }
   }
   return out;
@@ -261,38 +261,43 @@ TEST(Attention, VectorExp) {
   }
 }
 
-// Keys go in transposed per block of kKeyBlock positions (what the kernels
-// read as vectors), values as rows; every (layer, sequence, position) its own.
-TEST(KvCache, KeysTransposedPerBlock) {
+// Per block of kBlock positions and KV head: keys transposed (what the
+// kernels read as vectors), values as rows; every (layer, sequence, position)
+// its own.
+TEST(KvCache, BlocksPerHead) {
   ModelSpec spec;
   spec.n_layer = 2;
   spec.n_head = spec.n_head_kv = 3;
   spec.head_dim = spec.rope_dim = 8;
   spec.n_embd = 24;
-  const int64_t n_ctx = 2 * KvCache::kKeyBlock + 5, kvd = spec.kv_dim();
+  constexpr int64_t B = KvCache::kBlock;
+  const int64_t n_ctx = 2 * B + 5, kvd = spec.kv_dim(), hd = spec.head_dim;
   KvCache kv(spec, n_ctx, 2);
-  auto value = [&](int64_t layer, int seq, int64_t pos, int64_t i) {
+  auto item = [&](int64_t layer, int seq, int64_t pos, int64_t i) {
     return static_cast<uint16_t>(((layer * 2 + seq) * n_ctx + pos) * kvd + i);
   };
   for (int64_t layer = 0; layer < 2; ++layer)
     for (int seq = 0; seq < 2; ++seq)
       for (int64_t pos = 0; pos < n_ctx; ++pos) {
-        std::vector<uint16_t> key(static_cast<size_t>(kvd));
-        for (int64_t i = 0; i < kvd; ++i) key[static_cast<size_t>(i)] = value(layer, seq, pos, i);
-        kv.set_key(layer, seq, pos, key.data());
-        for (int64_t i = 0; i < kvd; ++i) kv.v(layer, seq, pos)[i] = static_cast<uint16_t>(~value(layer, seq, pos, i));
+        std::vector<uint16_t> key(static_cast<size_t>(kvd)), value(key.size());
+        for (int64_t i = 0; i < kvd; ++i) {
+          key[static_cast<size_t>(i)] = item(layer, seq, pos, i);
+          value[static_cast<size_t>(i)] = static_cast<uint16_t>(~item(layer, seq, pos, i));
+        }
+        kv.set(layer, seq, pos, key.data(), value.data());
       }
   for (int64_t layer = 0; layer < 2; ++layer)
     for (int seq = 0; seq < 2; ++seq)
       for (int64_t pos = 0; pos < n_ctx; ++pos)
         for (int64_t i = 0; i < kvd; ++i) {
-          const uint16_t* block = kv.key_blocks(layer, seq) + pos / KvCache::kKeyBlock * kv.key_block_stride();
-          ASSERT_EQ(block[i * KvCache::kKeyBlock + pos % KvCache::kKeyBlock], value(layer, seq, pos, i));
-          ASSERT_EQ(kv.key(layer, seq, pos, i), value(layer, seq, pos, i));
-          ASSERT_EQ(kv.v(layer, seq, pos)[i], static_cast<uint16_t>(~value(layer, seq, pos, i)));
+          const int64_t at = pos / B * kv.block_stride(), h = i / hd, d = i % hd;
+          ASSERT_EQ(kv.key_blocks(layer, seq)[at + (h * hd + d) * B + pos % B], item(layer, seq, pos, i));
+          ASSERT_EQ(kv.value_blocks(layer, seq)[at + (h * B + pos % B) * hd + d], static_cast<uint16_t>(~item(layer, seq, pos, i)));
+          ASSERT_EQ(kv.key(layer, seq, pos, i), item(layer, seq, pos, i));
+          ASSERT_EQ(kv.value(layer, seq, pos, i), static_cast<uint16_t>(~item(layer, seq, pos, i)));
         }
   EXPECT_EQ(kv.bytes(), KvCache::bytes(2, n_ctx, kvd, 2));
-  EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * (3 * KvCache::kKeyBlock + n_ctx) * kvd * 2));
+  EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 2 * 3 * B * kvd * 2));
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 // dead columns quantize to zero; a Hessian that cannot be factored is an Error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "core/error.h"
 #include "quant/gptq_solver.h"
+#include "quant/half.h"
 
 namespace basalt {
 namespace {
@@ -74,6 +77,74 @@ TEST(GptqSolver, IdentityHessianIsRoundToNearest) {
     EXPECT_EQ(g.scales, r.scales);
     EXPECT_EQ(g.zeros, r.zeros);
     EXPECT_EQ(g.g_idx, r.g_idx);
+  }
+}
+
+// The textbook form of the algorithm (the paper's equations, before the
+// Cholesky and lazy-batch reformulation): quantize column i, move the others
+// by err * Hinv[i][j] / Hinv[i][i], remove i from Hinv (Schur complement).
+GptqLayer textbook_gptq(const Problem& p, const GptqOptions& o) {
+  const int64_t n = p.n_in, gs = o.group_size == -1 ? n : o.group_size;
+  const int maxq = (1 << o.bits) - 1;
+  std::vector<double> h = p.h, w(p.w.begin(), p.w.end());
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += h[static_cast<size_t>(i * n + i)] / n;
+  for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i * n + i)] += o.damp * mean;
+  // Hinv by Gauss-Jordan.
+  std::vector<double> inv(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) inv[static_cast<size_t>(i * n + i)] = 1;
+  for (int64_t c = 0; c < n; ++c) {
+    const double piv = h[static_cast<size_t>(c * n + c)];
+    for (int64_t j = 0; j < n; ++j) h[static_cast<size_t>(c * n + j)] /= piv, inv[static_cast<size_t>(c * n + j)] /= piv;
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = h[static_cast<size_t>(r * n + c)];
+      for (int64_t j = 0; j < n; ++j)
+        h[static_cast<size_t>(r * n + j)] -= f * h[static_cast<size_t>(c * n + j)],
+            inv[static_cast<size_t>(r * n + j)] -= f * inv[static_cast<size_t>(c * n + j)];
+    }
+  }
+  GptqLayer out = rtn_quantize(p.w.data(), p.n_out, n, o);  // for the shapes; every value is overwritten
+  std::vector<int> zero(static_cast<size_t>(p.n_out));
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % gs == 0) {  // the group's grid on the columns as updated so far
+      std::vector<float> cols(static_cast<size_t>(p.n_out * gs));
+      for (int64_t r = 0; r < p.n_out; ++r)
+        for (int64_t j = 0; j < gs; ++j) cols[static_cast<size_t>(r * gs + j)] = static_cast<float>(w[static_cast<size_t>(r * n + i + j)]);
+      const GptqLayer g = rtn_quantize(cols.data(), p.n_out, gs, {o.bits, -1, o.sym, false});
+      for (int64_t r = 0; r < p.n_out; ++r) {
+        out.scales[static_cast<size_t>(i / gs * p.n_out + r)] = g.scales[static_cast<size_t>(r)];
+        out.zeros[static_cast<size_t>(i / gs * p.n_out + r)] = zero[static_cast<size_t>(r)] = g.zeros[static_cast<size_t>(r)];
+      }
+    }
+    const double d = inv[static_cast<size_t>(i * n + i)];
+    for (int64_t r = 0; r < p.n_out; ++r) {
+      const double x = w[static_cast<size_t>(r * n + i)];
+      const int64_t g = i / gs;
+      const float s = f16_to_f32(out.scales[static_cast<size_t>(g * p.n_out + r)]);
+      const int q = static_cast<int>(std::clamp(std::nearbyint(x / s) + zero[static_cast<size_t>(r)], 0.0, double(maxq)));
+      out.q[static_cast<size_t>(r * n + i)] = q;
+      const double e = (x - s * (q - zero[static_cast<size_t>(r)])) / d;
+      for (int64_t j = i + 1; j < n; ++j) w[static_cast<size_t>(r * n + j)] -= e * inv[static_cast<size_t>(i * n + j)];
+    }
+    for (int64_t a = i + 1; a < n; ++a)  // Hinv without i
+      for (int64_t b = i + 1; b < n; ++b)
+        inv[static_cast<size_t>(a * n + b)] -= inv[static_cast<size_t>(a * n + i)] * inv[static_cast<size_t>(i * n + b)] / d;
+  }
+  return out;
+}
+
+TEST(GptqSolver, EqualsTheTextbookAlgorithm) {
+  const Problem p = make_problem(16, 192, 256, 4);
+  for (GptqOptions o : {GptqOptions{4, 64, false, false, 0.01, 64}, GptqOptions{4, 32, true, false, 0.01, 128},
+                        GptqOptions{8, 192, false, false, 0.01, 48}}) {
+    const GptqLayer fast = gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, o);
+    const GptqLayer slow = textbook_gptq(p, o);
+    int64_t same = 0;
+    for (size_t i = 0; i < fast.q.size(); ++i) same += fast.q[i] == slow.q[i];
+    // Rounding ties may fall either way after different summation orders; nothing else may differ.
+    EXPECT_GE(same, static_cast<int64_t>(fast.q.size()) * 995 / 1000) << o.bits << " bits, group " << o.group_size;
+    EXPECT_NEAR(output_error(p, fast), output_error(p, slow), 1e-3 * output_error(p, slow));
   }
 }
 
