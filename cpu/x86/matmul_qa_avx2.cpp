@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "cpu/matmul.h"
 #include "cpu/x86/qa_dispatch.h"
@@ -16,6 +18,7 @@ namespace basalt::kernels {
 namespace {
 
 constexpr int kMaxTok = 4;
+constexpr int kPairTokens = 1;  // decode of one token: tiles in pairs, two read streams (16 registers: no more)
 constexpr int kPrefetchBytes = 4096;
 
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -88,66 +91,113 @@ inline __m256i dot4(const __m256i w[4], const int8_t* x) {
   return acc;
 }
 
-template <int Bits, QaScales S, int NT>
-void tile_x_tokens(const QaLayout& L, const uint8_t* tile, int64_t nb, const QuantizedActs& xq, int64_t t0,
-                   __m256* out) {  // out[h * NT + i]
+// NTILE tiles x NT tokens: out[u][h * NT + i]. Two tiles from distant rows
+// are two read streams, which decode needs to reach the read bandwidth.
+template <int Bits, QaScales S, int NT, int NTILE>
+void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq,
+                    int64_t t0, __m256 out[NTILE][2 * NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr int kZero = Bits == 8 ? 0 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
   const int G = L.blocks_per_group;
   const size_t gbytes = L.group_bytes();
   const int64_t n_groups = L.groups(nb * kQaBlock);
-  __m256 acc[2][NT];
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < NT; ++i) acc[h][i] = _mm256_setzero_ps();
+  __m256 acc[NTILE][2][NT];
+  for (int u = 0; u < NTILE; ++u)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < NT; ++i) acc[u][h][i] = _mm256_setzero_ps();
   for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* grp = tile + g * gbytes;
-    for (size_t off = 0; off < gbytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + kPrefetchBytes + off), _MM_HINT_T0);
-    for (int j = 0; j < G; ++j) {
-      const int64_t b = g * G + j;
-      const uint8_t* st = L.scales(grp, j);
-      for (int h = 0; h < 2; ++h) {
-        __m256i lo[4], hi[4];
-        unpack<Bits>(L.quants(grp, j) + 32 * h, lo, hi);
-        __m256 scale, scale_hi, bias;
-        if constexpr (S == QaScales::f16_sym) scale = load_f16x8(st + 16 * h);
-        if constexpr (S == QaScales::f16_affine) scale = load_f16x8(st + 16 * h), bias = load_f16x8(st + 32 + 16 * h);
-        if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
-          scale = load_f16x8(st + 16 * h), bias = _mm256_mul_ps(scale, load_f16x8(st + 32 + 16 * h));
-        if constexpr (S == QaScales::kquant) {
-          scale = _mm256_mul_ps(load_f16x8(grp + 16 * h), load_u8x8(st + 8 * h));
-          bias = _mm256_mul_ps(load_f16x8(grp + 32 + 16 * h), load_u8x8(st + 16 + 8 * h));
-        }
-        if constexpr (S == QaScales::q6k) {
-          const __m256 d = load_f16x8(grp + 16 * h);
-          scale = _mm256_mul_ps(d, load_i8x8(st + 8 * h));
-          scale_hi = _mm256_mul_ps(d, load_i8x8(st + 16 + 8 * h));
-        }
-        for (int i = 0; i < NT; ++i) {
-          const int8_t* x = xq.q_row(t0 + i) + b * 32;
-          const int32_t* xs = xq.sum16_row(t0 + i) + 2 * b;
-          const float xd = xq.d_row(t0 + i)[b];
-          const __m256 vxd = _mm256_set1_ps(xd);
-          __m256i a0 = dot4<Bits>(lo, x), a1 = dot4<Bits>(hi, x + 16);
-          if constexpr (kSplitHalves) {
-            a0 = _mm256_sub_epi32(a0, _mm256_set1_epi32(kZero * xs[0]));
-            a1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(kZero * xs[1]));
-            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(scale, vxd), acc[h][i]);
-            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(scale_hi, vxd), acc[h][i]);
-          } else {
-            __m256i a = _mm256_add_epi32(a0, a1);
-            if constexpr (kZero != 0) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kZero * (xs[0] + xs[1])));
-            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(scale, vxd), acc[h][i]);
-            if constexpr (S == QaScales::f16_affine)
-              acc[h][i] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
-            if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
-              acc[h][i] = _mm256_fnmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[h][i]);
+    const uint8_t* grps[NTILE];
+    for (int u = 0; u < NTILE; ++u) {
+      grps[u] = tiles[u] + g * gbytes;
+      for (size_t off = 0; off < gbytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(grps[u] + kPrefetchBytes + off), _MM_HINT_T0);
+    }
+    for (int j = 0; j < G; ++j)
+      for (int u = 0; u < NTILE; ++u) {
+        const int64_t b = g * G + j;
+        const uint8_t* grp = grps[u];
+        const uint8_t* st = L.scales(grp, j);
+        for (int h = 0; h < 2; ++h) {
+          __m256i lo[4], hi[4];
+          unpack<Bits>(L.quants(grp, j) + 32 * h, lo, hi);
+          __m256 scale, scale_hi, bias;
+          if constexpr (S == QaScales::f16_sym) scale = load_f16x8(st + 16 * h);
+          if constexpr (S == QaScales::f16_affine) scale = load_f16x8(st + 16 * h), bias = load_f16x8(st + 32 + 16 * h);
+          if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
+            scale = load_f16x8(st + 16 * h), bias = _mm256_mul_ps(scale, load_f16x8(st + 32 + 16 * h));
+          if constexpr (S == QaScales::kquant) {
+            scale = _mm256_mul_ps(load_f16x8(grp + 16 * h), load_u8x8(st + 8 * h));
+            bias = _mm256_mul_ps(load_f16x8(grp + 32 + 16 * h), load_u8x8(st + 16 + 8 * h));
+          }
+          if constexpr (S == QaScales::q6k) {
+            const __m256 d = load_f16x8(grp + 16 * h);
+            scale = _mm256_mul_ps(d, load_i8x8(st + 8 * h));
+            scale_hi = _mm256_mul_ps(d, load_i8x8(st + 16 + 8 * h));
+          }
+          for (int i = 0; i < NT; ++i) {
+            const int8_t* x = xq.q_row(t0 + i) + b * 32;
+            const int32_t* xs = xq.sum16_row(t0 + i) + 2 * b;
+            const float xd = xq.d_row(t0 + i)[b];
+            const __m256 vxd = _mm256_set1_ps(xd);
+            __m256i a0 = dot4<Bits>(lo, x), a1 = dot4<Bits>(hi, x + 16);
+            if constexpr (kSplitHalves) {
+              a0 = _mm256_sub_epi32(a0, _mm256_set1_epi32(kZero * xs[0]));
+              a1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(kZero * xs[1]));
+              acc[u][h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(scale, vxd), acc[u][h][i]);
+              acc[u][h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(scale_hi, vxd), acc[u][h][i]);
+            } else {
+              __m256i a = _mm256_add_epi32(a0, a1);
+              if constexpr (kZero != 0) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kZero * (xs[0] + xs[1])));
+              acc[u][h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(scale, vxd), acc[u][h][i]);
+              if constexpr (S == QaScales::f16_affine)
+                acc[u][h][i] =
+                    _mm256_fmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[u][h][i]);
+              if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
+                acc[u][h][i] =
+                    _mm256_fnmadd_ps(bias, _mm256_set1_ps(xd * static_cast<float>(xs[0] + xs[1])), acc[u][h][i]);
+            }
           }
         }
       }
-    }
   }
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < NT; ++i) out[h * NT + i] = acc[h][i];
+  for (int u = 0; u < NTILE; ++u)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < NT; ++i) out[u][h * NT + i] = acc[u][h][i];
+}
+
+// The rows of one tile that a call computes: lanes [lane0, lane0 + n) are rows r.. r + n - 1.
+struct Span {
+  const uint8_t* tile;
+  int64_t r;
+  int lane0, n;
+};
+
+// NTILE spans x all tokens, kMax tokens per pass.
+template <int Bits, QaScales S, int NTILE, int kMax>
+void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const MatmulArgs& a) {
+  const uint8_t* tiles[NTILE];
+  for (int u = 0; u < NTILE; ++u) tiles[u] = sp[u]->tile;
+  for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMax) {
+    __m256 out[NTILE][2 * kMax];
+    const int64_t nt = std::min<int64_t>(kMax, a.n_tok - t0);
+    auto run = [&]<int NT>() {
+      __m256 o[NTILE][2 * NT];
+      tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
+      for (int u = 0; u < NTILE; ++u)
+        for (int i = 0; i < 2 * NT; ++i) out[u][i] = o[u][i];
+    };
+    [&]<int... I>(std::integer_sequence<int, I...>) {  // run<nt>(), nt in 1..kMax
+      ((nt == I + 1 ? (run.template operator()<I + 1>(), true) : false) || ...);
+    }(std::make_integer_sequence<int, kMax>{});
+    for (int u = 0; u < NTILE; ++u)
+      for (int64_t i = 0; i < nt; ++i) {
+        alignas(32) float lanes[16];
+        _mm256_store_ps(lanes, out[u][i]);
+        _mm256_store_ps(lanes + 8, out[u][nt + i]);
+        float* y = a.y + (t0 + i) * a.ldy + (sp[u]->r - a.r0);
+        std::memcpy(y, lanes + sp[u]->lane0, sizeof(float) * sp[u]->n);
+      }
+  }
 }
 
 template <int Bits, QaScales S>
@@ -155,29 +205,33 @@ void matmul_qa(const MatmulArgs& a) {
   const Weight& w = *a.w;
   const QaLayout L = qa_layout(Bits, S);
   const int64_t nb = w.cols / kQaBlock;
+  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
+  thread_local std::vector<Span> spans;
+  spans.clear();
   for (int64_t r = a.r0; r < a.r1;) {
     int lane0;
     const uint8_t* tile = w.tile_of(r, &lane0);
     const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
     const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
-    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxTok) {
-      __m256 out[2 * kMaxTok];
-      const int64_t nt = std::min<int64_t>(kMaxTok, a.n_tok - t0);
-      switch (nt) {
-        case 1: tile_x_tokens<Bits, S, 1>(L, tile, nb, *a.xq, t0, out); break;
-        case 2: tile_x_tokens<Bits, S, 2>(L, tile, nb, *a.xq, t0, out); break;
-        case 3: tile_x_tokens<Bits, S, 3>(L, tile, nb, *a.xq, t0, out); break;
-        default: tile_x_tokens<Bits, S, 4>(L, tile, nb, *a.xq, t0, out); break;
-      }
-      for (int64_t i = 0; i < nt; ++i) {
-        alignas(32) float lanes[16];
-        _mm256_store_ps(lanes, out[i]);
-        _mm256_store_ps(lanes + 8, out[nt + i]);
-        float* y = a.y + (t0 + i) * a.ldy + (r - a.r0);
-        std::memcpy(y, lanes + lane0, sizeof(float) * n);
-      }
-    }
+    spans.push_back({tile, r, lane0, n});
     r += n;
+  }
+  const size_t n_spans = spans.size();
+  if (a.n_tok <= kPairTokens) {  // decode: tiles from the two halves of the range side by side
+    const size_t half = n_spans / 2;
+    for (size_t i = 0; i < half; ++i) {
+      const Span* pair[2] = {&spans[i], &spans[half + i]};
+      run_spans<Bits, S, 2, kPairTokens>(L, pair, nb, a);
+    }
+    for (size_t i = 2 * half; i < n_spans; ++i) {
+      const Span* one[1] = {&spans[i]};
+      run_spans<Bits, S, 1, kPairTokens>(L, one, nb, a);
+    }
+    return;
+  }
+  for (size_t i = 0; i < n_spans; ++i) {
+    const Span* one[1] = {&spans[i]};
+    run_spans<Bits, S, 1, kMaxTok>(L, one, nb, a);
   }
 }
 
