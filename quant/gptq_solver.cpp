@@ -90,6 +90,18 @@ void check_options(const GptqOptions& o, int64_t n_in) {
   if (o.block <= 0 || !(o.damp >= 0)) throw Error("GPTQ: bad block size or dampening");
 }
 
+GptqLayer empty_layer(int64_t n_out, int64_t n_in, int64_t gs) {
+  GptqLayer l;
+  l.n_out = n_out;
+  l.n_in = n_in;
+  l.n_groups = (n_in + gs - 1) / gs;
+  l.q.assign(static_cast<size_t>(n_out * n_in), 0);
+  l.scales.assign(static_cast<size_t>(l.n_groups * n_out), 0);
+  l.zeros.assign(l.scales.size(), 0);
+  l.g_idx.assign(static_cast<size_t>(n_in), 0);
+  return l;
+}
+
 }  // namespace
 
 float GptqLayer::weight(int64_t o, int64_t i) const {
@@ -126,14 +138,7 @@ GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, std::vec
                 " (raise it, or give more calibration text)");
   const std::vector<double>& u = hp;  // H^-1 = U^T U
 
-  GptqLayer out;
-  out.n_out = n_out;
-  out.n_in = n_in;
-  out.n_groups = (n + gs - 1) / gs;
-  out.q.assign(static_cast<size_t>(n_out * n), 0);
-  out.scales.assign(static_cast<size_t>(out.n_groups * n_out), 0);
-  out.zeros.assign(out.scales.size(), 0);
-  out.g_idx.assign(static_cast<size_t>(n), 0);
+  GptqLayer out = empty_layer(n_out, n_in, gs);
   std::vector<Grid> grid(static_cast<size_t>(n_out));
   std::vector<double> err(static_cast<size_t>(n_out * opt.block));
   // Threads only where a column's work is worth a fork and join (several per column).
@@ -180,14 +185,7 @@ GptqLayer rtn_quantize(const float* w, int64_t n_out, int64_t n_in, const GptqOp
   check_options(opt, n_in);
   const int maxq = (1 << opt.bits) - 1;
   const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size;
-  GptqLayer out;
-  out.n_out = n_out;
-  out.n_in = n_in;
-  out.n_groups = (n_in + gs - 1) / gs;
-  out.q.assign(static_cast<size_t>(n_out * n_in), 0);
-  out.scales.assign(static_cast<size_t>(out.n_groups * n_out), 0);
-  out.zeros.assign(out.scales.size(), 0);
-  out.g_idx.resize(static_cast<size_t>(n_in));
+  GptqLayer out = empty_layer(n_out, n_in, gs);
   for (int64_t i = 0; i < n_in; ++i) out.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / gs);
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < n_out; ++o)

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/util/json_text.h"
 
 namespace basalt {
 
@@ -64,13 +65,7 @@ GptqConfig parse(const json& q, const std::string& where) {
 }  // namespace
 
 std::optional<GptqConfig> gptq_config_from_text(const std::string& text, const std::string& where, bool nested) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(where + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  const json j = parse_json_object(text, where);
   if (!nested) return parse(j, where);
   if (!j.contains("quantization_config") || j["quantization_config"].is_null()) return std::nullopt;
   return parse(j["quantization_config"], where + " (quantization_config)");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/util/json_text.h"
 #include "core/util/mapped_file.h"
 
 namespace basalt {
@@ -60,13 +61,7 @@ class Config {
 }  // namespace
 
 ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(where + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw Error(where + ": not a JSON object");
+  const json j = parse_json_object(text, where);
   if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
       !j["architectures"][0].is_string())
     throw Error(where + ": no architectures list");
@@ -127,14 +122,7 @@ GenerationDefaults read_generation_defaults(const std::string& path) {
   GenerationDefaults g;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return g;
-  const MappedFile f = MappedFile::map(path);
-  json j;
-  try {
-    j = json::parse(f.data(), f.data() + f.size());
-  } catch (const json::exception& e) {
-    throw Error(path + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw Error(path + ": not a JSON object");
+  const json j = read_json_object(path);
   const Config c(j, path);
   auto number = [&](const char* key, std::optional<float>& out) {
     if (j.contains(key) && !j[key].is_null()) out = static_cast<float>(c.get_float(key, 0));

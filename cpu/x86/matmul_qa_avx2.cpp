@@ -11,6 +11,7 @@
 
 #include "cpu/matmul.h"
 #include "cpu/x86/qa_dispatch.h"
+#include "cpu/x86/qa_spans.h"
 #include "quant/qa_layout.h"
 
 namespace basalt::kernels {
@@ -165,13 +166,6 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
       for (int i = 0; i < NT; ++i) out[u][h * NT + i] = acc[u][h][i];
 }
 
-// The rows of one tile that a call computes: lanes [lane0, lane0 + n) are rows r.. r + n - 1.
-struct Span {
-  const uint8_t* tile;
-  int64_t r;
-  int lane0, n;
-};
-
 // NTILE spans x all tokens, kMax tokens per pass.
 template <int Bits, QaScales S, int NTILE, int kMax>
 void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const MatmulArgs& a) {
@@ -202,37 +196,11 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
 
 template <int Bits, QaScales S>
 void matmul_qa(const MatmulArgs& a) {
-  const Weight& w = *a.w;
   const QaLayout L = qa_layout(Bits, S);
-  const int64_t nb = w.cols / kQaBlock;
-  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
-  thread_local std::vector<Span> spans;
-  spans.clear();
-  for (int64_t r = a.r0; r < a.r1;) {
-    int lane0;
-    const uint8_t* tile = w.tile_of(r, &lane0);
-    const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
-    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
-    spans.push_back({tile, r, lane0, n});
-    r += n;
-  }
-  const size_t n_spans = spans.size();
-  if (a.n_tok <= kPairTokens) {  // decode: tiles from the two halves of the range side by side
-    const size_t half = n_spans / 2;
-    for (size_t i = 0; i < half; ++i) {
-      const Span* pair[2] = {&spans[i], &spans[half + i]};
-      run_spans<Bits, S, 2, kPairTokens>(L, pair, nb, a);
-    }
-    for (size_t i = 2 * half; i < n_spans; ++i) {
-      const Span* one[1] = {&spans[i]};
-      run_spans<Bits, S, 1, kPairTokens>(L, one, nb, a);
-    }
-    return;
-  }
-  for (size_t i = 0; i < n_spans; ++i) {
-    const Span* one[1] = {&spans[i]};
-    run_spans<Bits, S, 1, kMaxTok>(L, one, nb, a);
-  }
+  const int64_t nb = a.w->cols / kQaBlock;
+  for_spans<kPairTokens, kMaxTok>(a, [&]<int NTILE, int kMax>(const Span* const sp[NTILE]) {
+    run_spans<Bits, S, NTILE, kMax>(L, sp, nb, a);
+  });
 }
 
 template <int Bits, QaScales S>

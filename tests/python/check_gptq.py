@@ -20,7 +20,6 @@ mislabeled file, the three places the config can live). Then:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
+from case_args import parse_case_args  # noqa: E402
 from make_gptq import read_safetensors  # noqa: E402
 from make_hf_folder import write_safetensors  # noqa: E402
 
@@ -79,16 +79,9 @@ def run(cmd: list[str]) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dump-logits")
-    p.add_argument("--case", choices=sorted(CASES))
-    p.add_argument("--list", action="store_true")
-    a = p.parse_args()
-    if a.list:
-        print("\n".join(CASES))
+    a = parse_case_args(__doc__, CASES)
+    if a is None:
         return 0
-    if not a.dump_logits or not a.case:
-        p.error("--dump-logits and --case are required")
     model_opts, gptq_opts = CASES[a.case]
     ok = True
     with tempfile.TemporaryDirectory() as tmp:

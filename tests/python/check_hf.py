@@ -16,7 +16,6 @@ order): |hf - gguf| <= 1e-4 * max|gguf| and the same argmax everywhere.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
+from case_args import parse_case_args  # noqa: E402
 
 # name -> (make_model.py options, shards)
 CASES = {
@@ -45,16 +45,9 @@ def logits(dump: str, model: Path, out: Path, n_vocab: int) -> np.ndarray:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dump-logits")
-    p.add_argument("--case", choices=sorted(CASES))
-    p.add_argument("--list", action="store_true")
-    a = p.parse_args()
-    if a.list:
-        print("\n".join(CASES))
+    a = parse_case_args(__doc__, CASES)
+    if a is None:
         return 0
-    if not a.dump_logits or not a.case:
-        p.error("--dump-logits and --case are required")
     options, shards = CASES[a.case]
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
