@@ -58,7 +58,6 @@ GptqConfig parse(const json& q, const std::string& where) {
   c.params.v2 = format == "gptq_v2";
   c.desc_act = get<bool>(q, "desc_act", false, where);
   c.sym = get<bool>(q, "sym", true, where);
-  c.static_groups = get<bool>(q, "static_groups", false, where);
   return c;
 }
 

@@ -13,9 +13,8 @@ namespace basalt {
 
 struct GptqConfig {
   GptqParams params;          // bits, group_size, v2 (from checkpoint_format)
-  bool desc_act = false;      // act-order: g_idx not monotonic (handled by GptqParams' conversion)
+  bool desc_act = false;      // act-order (g_idx says the groups; static_groups needs nothing more)
   bool sym = true;
-  bool static_groups = false;
   std::string source;         // the file it came from, for messages
 };
 
