@@ -36,50 +36,47 @@ int quantize_value(double x, const Grid& g, int maxq) {
   return static_cast<int>(std::clamp(std::nearbyint(x / g.scale) + g.zero, 0.0, double(maxq)));
 }
 
+// Four running sums: the adds overlap instead of waiting on each other.
+double dot(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) s0 += a[k] * b[k], s1 += a[k + 1] * b[k + 1], s2 += a[k + 2] * b[k + 2], s3 += a[k + 3] * b[k + 3];
+  for (; k < n; ++k) s0 += a[k] * b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
 // In place: the lower Cholesky factor L of a (n x n, row-major), a = L L^T. False if not positive definite.
 bool cholesky(std::vector<double>& a, int64_t n) {
   for (int64_t j = 0; j < n; ++j) {
-    double d = a[j * n + j];
-    for (int64_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    const double d = a[j * n + j] - dot(&a[j * n], &a[j * n], j);
     if (!(d > 0)) return false;
     const double ljj = std::sqrt(d);
     a[j * n + j] = ljj;
-#pragma omp parallel for schedule(static) if (n - j > 256)
-    for (int64_t i = j + 1; i < n; ++i) {
-      double s = a[i * n + j];
-      for (int64_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-      a[i * n + j] = s / ljj;
-    }
+#pragma omp parallel for schedule(static) if (n - j > 128)
+    for (int64_t i = j + 1; i < n; ++i) a[i * n + j] = (a[i * n + j] - dot(&a[i * n], &a[j * n], j)) / ljj;
     for (int64_t k = j + 1; k < n; ++k) a[j * n + k] = 0;
   }
   return true;
 }
 
-// U with H^-1 = U^T U (upper), from H's lower factor L: H^-1 = L^-T L^-1.
+// U with H^-1 = U^T U (upper), in place. With J the order reversal, the
+// Cholesky factor L of J H J gives H = V V^T with V = J L J upper, so
+// H^-1 = V^-T V^-1 and U = V^-1 = J L^-1 J: one factorization and one
+// triangular inverse.
 bool inverse_upper_factor(std::vector<double>& h, int64_t n) {
+  std::reverse(h.begin(), h.end());  // (i, j) -> (n-1-i, n-1-j)
   if (!cholesky(h, n)) return false;
-  // Linv = L^-1 (lower), column by column by forward substitution.
-  std::vector<double> linv(static_cast<size_t>(n * n), 0.0);
+  // Column c of L^-1, by forward substitution, stored as row c of t so the inner loops read memory in order.
+  std::vector<double> t(static_cast<size_t>(n * n), 0.0);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t c = 0; c < n; ++c) {
-    linv[c * n + c] = 1 / h[c * n + c];
-    for (int64_t i = c + 1; i < n; ++i) {
-      double s = 0;
-      for (int64_t k = c; k < i; ++k) s -= h[i * n + k] * linv[k * n + c];
-      linv[i * n + c] = s / h[i * n + i];
-    }
+    double* col = &t[c * n];
+    col[c] = 1 / h[c * n + c];
+    for (int64_t i = c + 1; i < n; ++i) col[i] = -dot(&h[i * n + c], &col[c], i - c) / h[i * n + i];
   }
-  // h = H^-1 = Linv^T Linv, then its Cholesky factor; its transpose is the upper U.
-#pragma omp parallel for schedule(dynamic, 16)
+  // U[i][j] = (L^-1)[n-1-i][n-1-j] = t[n-1-j][n-1-i].
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) {
-      double s = 0;
-      for (int64_t k = i; k < n; ++k) s += linv[k * n + i] * linv[k * n + j];
-      h[i * n + j] = h[j * n + i] = s;
-    }
-  if (!cholesky(h, n)) return false;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = i + 1; j < n; ++j) std::swap(h[i * n + j], h[j * n + i]);
+    for (int64_t j = 0; j < n; ++j) h[i * n + j] = j >= i ? t[(n - 1 - j) * n + (n - 1 - i)] : 0.0;
   return true;
 }
 
@@ -110,33 +107,50 @@ float GptqLayer::weight(int64_t o, int64_t i) const {
          static_cast<float>(q[static_cast<size_t>(o * n_in + i)] - zeros[static_cast<size_t>(g * n_out + o)]);
 }
 
-GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, std::vector<double> h, const GptqOptions& opt) {
-  check_options(opt, n_in);
-  if (static_cast<int64_t>(h.size()) != n_in * n_in) throw Error("GPTQ: Hessian of the wrong size");
-  const int maxq = (1 << opt.bits) - 1;
-  const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size, n = n_in;
-
-  // Working copy in the order the columns are quantized (act-order: by decreasing H diagonal).
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
+GptqHessian gptq_prepare(std::vector<double> h, int64_t n, const GptqOptions& opt) {
+  check_options(opt, n);
+  if (static_cast<int64_t>(h.size()) != n * n) throw Error("GPTQ: Hessian of the wrong size");
+  GptqHessian r;
+  r.n = n;
+  // The order the columns are quantized in (act-order: by decreasing H diagonal).
+  r.perm.resize(static_cast<size_t>(n));
+  std::iota(r.perm.begin(), r.perm.end(), 0);
   if (opt.act_order)
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h[a * n + a] > h[b * n + b]; });
-  std::vector<double> w(static_cast<size_t>(n_out * n)), hp(static_cast<size_t>(n * n));
+    std::stable_sort(r.perm.begin(), r.perm.end(), [&](int64_t a, int64_t b) { return h[a * n + a] > h[b * n + b]; });
+  std::vector<double>& hp = r.u;
+  hp.resize(static_cast<size_t>(n * n));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) hp[i * n + j] = h[perm[i] * n + perm[j]];
+    for (int64_t j = 0; j < n; ++j) hp[i * n + j] = h[r.perm[i] * n + r.perm[j]];
   h = {};
+  r.dead.assign(static_cast<size_t>(n), 0);
   double mean_diag = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const bool dead = hp[j * n + j] == 0;  // no calibration input reaches this column
-    if (dead) hp[j * n + j] = 1;
-    for (int64_t o = 0; o < n_out; ++o) w[o * n + j] = dead ? 0.0 : w_in[o * n_in + perm[j]];
+    r.dead[static_cast<size_t>(j)] = hp[j * n + j] == 0;  // no calibration input reaches this column
+    if (r.dead[static_cast<size_t>(j)]) hp[j * n + j] = 1;
     mean_diag += hp[j * n + j] / n;
   }
   for (int64_t j = 0; j < n; ++j) hp[j * n + j] += opt.damp * mean_diag;
   if (!inverse_upper_factor(hp, n))
     throw Error("GPTQ: the Hessian is not positive definite even with dampening " + std::to_string(opt.damp) +
                 " (raise it, or give more calibration text)");
-  const std::vector<double>& u = hp;  // H^-1 = U^T U
+  return r;
+}
+
+GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, std::vector<double> h, const GptqOptions& opt) {
+  return gptq_quantize(w_in, n_out, n_in, gptq_prepare(std::move(h), n_in, opt), opt);
+}
+
+GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, const GptqHessian& hess, const GptqOptions& opt) {
+  check_options(opt, n_in);
+  if (hess.n != n_in) throw Error("GPTQ: Hessian of the wrong size");
+  const int maxq = (1 << opt.bits) - 1;
+  const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size, n = n_in;
+  const std::vector<int64_t>& perm = hess.perm;
+  // Working copy in the order the columns are quantized.
+  std::vector<double> w(static_cast<size_t>(n_out * n));
+  for (int64_t o = 0; o < n_out; ++o)
+    for (int64_t j = 0; j < n; ++j) w[o * n + j] = hess.dead[static_cast<size_t>(j)] ? 0.0 : w_in[o * n_in + perm[j]];
+  const std::vector<double>& u = hess.u;  // H^-1 = U^T U
 
   GptqLayer out = empty_layer(n_out, n_in, gs);
   std::vector<Grid> grid(static_cast<size_t>(n_out));

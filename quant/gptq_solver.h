@@ -35,8 +35,20 @@ struct GptqLayer {
   float weight(int64_t o, int64_t i) const;  // scale * (q - zero)
 };
 
-// h: [n_in][n_in], symmetric positive semi-definite (consumed). Error when it
-// is not positive definite even once damped (raise damp), or for bad options.
+// H made ready once for every layer that reads the same input: the column
+// order, the dead columns, and U with (damped H)^-1 = U^T U.
+struct GptqHessian {
+  int64_t n = 0;
+  std::vector<int64_t> perm;  // column k is quantized k-th: input perm[k]
+  std::vector<char> dead;     // per column in that order: no input reached it
+  std::vector<double> u;      // [n][n], upper triangular
+};
+
+// h: [n][n], symmetric positive semi-definite (consumed). Error when it is not
+// positive definite even once damped (raise damp), or for bad options.
+GptqHessian gptq_prepare(std::vector<double> h, int64_t n, const GptqOptions& opt);
+GptqLayer gptq_quantize(const float* w, int64_t n_out, int64_t n_in, const GptqHessian& h, const GptqOptions& opt);
+// Both steps in one.
 GptqLayer gptq_quantize(const float* w, int64_t n_out, int64_t n_in, std::vector<double> h, const GptqOptions& opt);
 
 // Round-to-nearest on the same grid (what GPTQ does with H = I): the baseline (--method rtn).

@@ -34,7 +34,7 @@ Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch)
 
 Executor::~Executor() = default;
 
-const float* Executor::run(const Batch& batch) {
+void Executor::begin(const Batch& batch) {
   const int64_t n = batch.size();
   if (n == 0) throw Error("empty batch");
   if (n > max_batch_) throw Error("batch of " + std::to_string(n) + " tokens is larger than the micro-batch " + std::to_string(max_batch_));
@@ -51,17 +51,38 @@ const float* Executor::run(const Batch& batch) {
   for (int64_t i = 0; i < n; ++i)
     if (batch.want_logits[i]) ctx_.out_rows.push_back(static_cast<int32_t>(i));
   for (auto& b : backends_) b->begin_batch(ctx_);
+}
+
+void Executor::run_nodes(size_t begin, size_t end) {
   OpProfile* profile = OpProfile::get();
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
+    if (before_node_) before_node_(i, ctx_);
     if (!profile) {
       placement_[i]->run(graph_.nodes[i], ctx_);
       continue;
     }
     const auto t0 = std::chrono::steady_clock::now();
     placement_[i]->run(graph_.nodes[i], ctx_);
-    profile->add(graph_.nodes[i], n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    profile->add(graph_.nodes[i], ctx_.batch->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+}
+
+const float* Executor::run(const Batch& batch) {
+  begin(batch);
+  run_nodes(0, graph_.nodes.size());
   return ctx_.buf(graph_.logits);
+}
+
+void Executor::run_layers(const Batch& batch, int first, int last) {
+  if (first < 0 || last < first || last >= model_.spec().n_layer)
+    throw Error("layers " + std::to_string(first) + ".." + std::to_string(last) + " out of range");
+  begin(batch);
+  // A block's nodes are contiguous, in order (the builders add them so).
+  size_t b = 0;
+  while (b < graph_.nodes.size() && graph_.nodes[b].layer < first) ++b;
+  size_t e = b;
+  while (e < graph_.nodes.size() && graph_.nodes[e].layer >= first && graph_.nodes[e].layer <= last) ++e;
+  run_nodes(b, e);
 }
 
 }  // namespace basalt

@@ -3,6 +3,7 @@
 // the largest batch (the micro-batch size): no allocation per batch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,16 @@ class Executor {
   // of the vocabulary or a position is out of the cache.
   const float* run(const Batch& batch);
 
+  // Runs only the nodes of blocks [first, last] (the quantizer's layer-by-layer
+  // calibration): the residual stream, tensor(graph().tokens_out), is read
+  // before and holds the result after. Same errors as run().
+  void run_layers(const Batch& batch, int first, int last);
+  float* tensor(int t) { return ctx_.buf(t); }  // [max_batch][width]
+
+  // Called before each node runs (its index in graph().nodes); empty: none.
+  using NodeHook = std::function<void(size_t node, const RunContext& ctx)>;
+  void set_before_node(NodeHook hook) { before_node_ = std::move(hook); }
+
   int64_t max_batch() const { return max_batch_; }
   const Graph& graph() const { return graph_; }
 
@@ -37,6 +48,10 @@ class Executor {
   RunContext ctx_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<Backend*> placement_;  // per node
+  NodeHook before_node_;
+
+  void begin(const Batch& batch);
+  void run_nodes(size_t begin, size_t end);
 };
 
 }  // namespace basalt

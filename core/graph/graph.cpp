@@ -21,6 +21,7 @@ Node& Graph::add(Op op, int out, std::initializer_list<int> in) {
   Node n;
   n.op = op;
   n.out = out;
+  n.layer = current_layer;
   int i = 0;
   for (int t : in) n.in[i++] = t;
   nodes.push_back(n);

@@ -49,7 +49,7 @@ struct Node {
   const Weight* weight = nullptr;
   const std::vector<float>* vec = nullptr;  // norm weights or bias (empty: none)
   const MoeWeights* moe = nullptr;
-  int layer = -1;
+  int layer = -1;  // the block the node belongs to (-1: before or after the blocks)
   float eps = 0;  // rms_norm
 };
 
@@ -59,6 +59,7 @@ struct Graph {
   std::vector<MoeWeights> moe;  // owned here, pointed to by nodes (reserved up front)
   int tokens_out = -1;          // the embedding
   int logits = -1;              // [n_outputs][n_vocab]
+  int current_layer = -1;       // stamped on the nodes add() appends: builders set it per block
 
   int add_tensor(std::string name, int64_t width, bool output_rows = false);
   Node& add(Op op, int out, std::initializer_list<int> in);

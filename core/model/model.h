@@ -55,6 +55,9 @@ class Model {
   const Weight& output() const { return spec_.tied_output ? token_embd_ : output_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  // For the quantizer, which swaps a block's weights in place between its
+  // calibration passes (graphs point at them, so they keep their addresses).
+  LayerWeights& layer_for_update(int64_t i) { return layers_[static_cast<size_t>(i)]; }
 
   int64_t n_params() const { return n_params_; }  // from the file's tensor shapes
   size_t weight_bytes() const;  // engine-format bytes resident in memory

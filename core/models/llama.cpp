@@ -27,25 +27,25 @@ Graph build_graph(const Model& m) {
   g.add(Op::embed, x, {}).weight = &m.token_embd();
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const LayerWeights& l = m.layer(i);
-    const int li = static_cast<int>(i);
+    g.current_layer = static_cast<int>(i);
     // x = x + Wo attention(rope(Wq h + bq), rope(Wk h + bk), Wv h + bv), h = norm(x)
     Node& n1 = g.add(Op::rms_norm, h, {x});
-    n1.vec = &l.attn_norm, n1.eps = s.rms_eps, n1.layer = li;
+    n1.vec = &l.attn_norm, n1.eps = s.rms_eps;
     g.add(Op::matmul, q, {h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
     g.add(Op::matmul, k, {h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
     g.add(Op::matmul, v, {h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
-    g.add(Op::rope, q, {q}).layer = li;
-    g.add(Op::rope, k, {k}).layer = li;
-    g.add(Op::attention, att, {q, k, v}).layer = li;
+    g.add(Op::rope, q, {q});
+    g.add(Op::rope, k, {k});
+    g.add(Op::attention, att, {q, k, v});
     g.add(Op::matmul, o, {att}).weight = &l.wo;
     g.add(Op::add, x, {x, o});
     // x = x + FFN(norm(x))
     Node& n2 = g.add(Op::rms_norm, h, {x});
-    n2.vec = &l.ffn_norm, n2.eps = s.rms_eps, n2.layer = li;
+    n2.vec = &l.ffn_norm, n2.eps = s.rms_eps;
     if (s.is_moe()) {
       g.moe.push_back({&l.router, &l.gate_exps, &l.up_exps, &l.down_exps, s.n_expert, s.n_expert_used, s.n_ff});
       Node& n = g.add(Op::moe, o, {h});
-      n.moe = &g.moe.back(), n.layer = li;
+      n.moe = &g.moe.back();
     } else {
       g.add(Op::matmul, gate, {h}).weight = &l.w_gate;
       g.add(Op::matmul, up, {h}).weight = &l.w_up;
@@ -54,6 +54,7 @@ Graph build_graph(const Model& m) {
     }
     g.add(Op::add, x, {x, o});
   }
+  g.current_layer = -1;
   g.add(Op::gather_out, xo, {x});
   Node& nf = g.add(Op::rms_norm, ho, {xo});
   nf.vec = &m.output_norm(), nf.eps = s.rms_eps;

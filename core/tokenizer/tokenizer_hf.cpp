@@ -5,6 +5,7 @@
 #include "core/tokenizer/tokenizer_hf.h"
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -55,6 +56,30 @@ std::string pre_name(const json& pre) {
     if (re == kQwen2Regex) return "qwen2";
   }
   return "";
+}
+
+// The pre_tokenizer HF writes for a tokenizer.ggml.pre name (the inverse of pre_name).
+json pre_tokenizer_json(const std::string& pre) {
+  auto level = [](bool use_regex) {
+    return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
+  };
+  auto split = [&](const char* re) {
+    return json{{"type", "Sequence"},
+                {"pretokenizers",
+                 {{{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}}, level(false)}}};
+  };
+  if (pre == "gpt2" || pre == "gpt-2" || pre == "default") return level(true);
+  if (pre == "smollm")
+    return json{{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, level(true)}}};
+  if (pre == "llama-bpe") return split(kLlama3Regex);
+  if (pre == "qwen2") return split(kQwen2Regex);
+  throw Error("pre-tokenizer " + pre + " has no tokenizer.json form here (known: gpt2, smollm, llama-bpe, qwen2)");
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f.flush()) throw Error("cannot write " + p.string());
 }
 
 // A special token given as "text" or {"content": "text", ...}.
@@ -171,6 +196,57 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
     }
   }
   return out;
+}
+
+void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template, const std::string& dir) {
+  if (d.model != "gpt2")
+    throw Error("writing a " + d.model + " (SentencePiece) vocabulary as tokenizer.json is not supported yet (byte-level BPE only)");
+  const fs::path folder(dir);
+  json vocab = json::object(), merges = json::array(), added = json::array();
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    vocab[d.tokens[i]] = i;
+    const auto type = i < d.token_types.size() ? static_cast<TokenType>(d.token_types[i]) : TokenType::normal;
+    if (type == TokenType::control || type == TokenType::user_defined)
+      added.push_back({{"id", i}, {"content", d.tokens[i]}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                       {"normalized", false}, {"special", type == TokenType::control}});
+  }
+  for (const std::string& m : d.merges) {
+    const size_t space = m.find(' ');
+    if (space == std::string::npos) throw Error("malformed BPE merge \"" + m + "\"");
+    merges.push_back({m.substr(0, space), m.substr(space + 1)});
+  }
+  const json level = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
+  json post = level;
+  if (d.add_bos && d.bos_id >= 0) {  // BOS before the text, as tokenizer_config.json's add_bos_token says
+    const std::string bos = d.tokens[static_cast<size_t>(d.bos_id)];
+    post = {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                      {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+            {"special_tokens", {{bos, {{"id", bos}, {"ids", {d.bos_id}}, {"tokens", {bos}}}}}}};
+  }
+  const json tokenizer = {
+      {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added}, {"normalizer", nullptr},
+      {"pre_tokenizer", pre_tokenizer_json(d.pre)}, {"post_processor", post},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+        {"vocab", vocab}, {"merges", merges}}}};
+  write_text(folder / "tokenizer.json", tokenizer.dump());
+
+  auto token = [&](int32_t id) { return id >= 0 && id < static_cast<int32_t>(d.tokens.size()) ? json(d.tokens[static_cast<size_t>(id)]) : json(); };
+  json config = {{"tokenizer_class", "GPT2Tokenizer"}, {"add_bos_token", d.add_bos}, {"add_eos_token", d.add_eos},
+                 {"bos_token", token(d.bos_id)}, {"eos_token", token(d.eos_id)}, {"unk_token", token(d.unk_id)},
+                 {"pad_token", token(d.pad_id)}};
+  if (!chat_template.empty()) config["chat_template"] = chat_template;
+  write_text(folder / "tokenizer_config.json", config.dump(2));
+  json eos = json::array();
+  for (int32_t id : {d.eos_id, d.eot_id, d.eom_id})
+    if (id >= 0) eos.push_back(id);
+  const json generation = {{"bos_token_id", d.bos_id >= 0 ? json(d.bos_id) : json()},
+                           {"eos_token_id", eos.size() == 1 ? eos[0] : eos}};
+  write_text(folder / "generation_config.json", generation.dump(2));
 }
 
 }  // namespace basalt

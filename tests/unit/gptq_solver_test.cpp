@@ -2,6 +2,7 @@
 // The GPTQ solver: with H = I it is round-to-nearest exactly; on correlated
 // inputs its output error is well below round-to-nearest's (act-order too);
 // dead columns quantize to zero; a Hessian that cannot be factored is an Error.
+// Packed as a checkpoint (quant/gptq_pack.h), the engine weight is the layer's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "quant/gptq_pack.h"
 #include "quant/gptq_solver.h"
 #include "quant/half.h"
 
@@ -173,6 +175,38 @@ TEST(GptqSolver, DeadColumnsAndBadHessians) {
   EXPECT_THROW(gptq_quantize(p.w.data(), p.n_out, p.n_in, bad, {4, 32, true, false}), Error);
   EXPECT_THROW(gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, {9, 32, true, false}), Error);
   EXPECT_THROW(gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, {4, 100, true, false}), Error);
+}
+
+TEST(GptqPack, EngineWeightIsTheLayerAndOutputsReorder) {
+  const Problem p = make_problem(16, 192, 64, 5);
+  for (GptqOptions o : {GptqOptions{4, 64, true, true}, GptqOptions{4, 32, false, true}, GptqOptions{8, -1, false, false}}) {
+    const GptqLayer l = gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, o);
+    const GptqPacked packed = gptq_pack(l, o, !o.sym);
+    const Weight w = gptq_packed_weight(packed, "layer");
+    EXPECT_EQ(w.input_perm.empty(), !o.act_order || o.group_size == -1);
+    std::vector<float> row(static_cast<size_t>(p.n_in));
+    for (int64_t r = 0; r < p.n_out; ++r) {
+      dequantize_row(w, r, row.data());
+      for (int64_t k = 0; k < p.n_in; ++k) {
+        const int64_t i = w.input_perm.empty() ? k : w.input_perm[static_cast<size_t>(k)];
+        ASSERT_EQ(row[static_cast<size_t>(k)], l.weight(r, i)) << "row " << r << " input " << i;
+      }
+    }
+    std::vector<int32_t> order(static_cast<size_t>(p.n_out));
+    for (int64_t r = 0; r < p.n_out; ++r) order[static_cast<size_t>(r)] = static_cast<int32_t>((r * 5 + 3) % p.n_out);
+    const Weight moved = gptq_packed_weight(gptq_reorder_outputs(packed, order), "moved");
+    std::vector<float> a(static_cast<size_t>(p.n_in)), b(static_cast<size_t>(p.n_in));
+    for (int64_t r = 0; r < p.n_out; ++r) {
+      dequantize_row(moved, r, a.data());
+      dequantize_row(w, order[static_cast<size_t>(r)], b.data());
+      ASSERT_EQ(a, b) << "row " << r;
+    }
+  }
+  // The gptq format stores zero - 1: an asymmetric zero of 0 needs gptq_v2.
+  GptqLayer z = rtn_quantize(p.w.data(), p.n_out, p.n_in, {4, 64, false, false});
+  z.zeros[0] = 0;
+  EXPECT_THROW(gptq_pack(z, {4, 64, false, false}, false), Error);
+  EXPECT_NO_THROW(gptq_pack(z, {4, 64, false, false}, true));
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include "core/error.h"
 #include "core/safetensors/safetensors.h"
+#include "core/safetensors/safetensors_writer.h"
+#include "tests/unit/test_paths.h"
 
 namespace basalt {
 namespace {
@@ -56,6 +58,34 @@ TEST(Safetensors, ReadsAValidFile) {
   EXPECT_EQ(f.find("c")->n_elements(), 1);
   EXPECT_EQ(f.find("missing"), nullptr);
   EXPECT_EQ(f.metadata().at("format"), "pt");
+}
+
+// What write_safetensors writes, the reader opens with the same names, dtypes,
+// shapes, bytes and metadata; a name given twice is an error that writes nothing.
+TEST(Safetensors, WriterRoundTrips) {
+  const std::string path = test::temp_dir("st_writer") + "/w.safetensors";
+  const std::vector<int32_t> ints = {1, -2, 3, 1 << 30, 5, 6};
+  const std::vector<uint16_t> halves = {0x3C00, 0xC000, 0x7BFF};
+  const float scalar = 2.5f;
+  write_safetensors(path, {{"ints", StDtype::i32, {2, 3}, ints.data()},
+                           {"halves", StDtype::f16, {3}, halves.data()},
+                           {"scalar", StDtype::f32, {}, &scalar}});
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  ASSERT_EQ(f.tensors().size(), 3u);
+  const StTensor* a = f.find("ints");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->dtype, StDtype::i32);
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(0, std::memcmp(a->data, ints.data(), sizeof(int32_t) * ints.size()));
+  EXPECT_EQ(0, std::memcmp(f.find("halves")->data, halves.data(), 6));
+  EXPECT_EQ(f.find("scalar")->n_bytes, 4u);
+  EXPECT_EQ(f.metadata().at("format"), "pt");
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+
+  const std::string dup = test::temp_dir("st_writer_dup") + "/d.safetensors";
+  EXPECT_THROW(write_safetensors(dup, {{"x", StDtype::f32, {}, &scalar}, {"x", StDtype::f32, {}, &scalar}}), Error);
+  EXPECT_FALSE(std::filesystem::exists(dup));
+  EXPECT_THROW(write_safetensors("/nonexistent-dir/x.safetensors", {{"x", StDtype::f32, {}, &scalar}}), Error);
 }
 
 TEST(Safetensors, EveryTruncationIsAnError) {

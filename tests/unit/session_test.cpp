@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/graph/executor.h"
@@ -157,6 +158,28 @@ TEST_F(SessionTest, BadTokensAndPositionsAreErrors) {
   b.clear();
   for (int i = 0; i < 5; ++i) b.add(1, i, 0, true);
   EXPECT_THROW(ex.run(b), Error);
+}
+
+// The quantizer's calibration runs one block at a time (Executor::run_layers):
+// block by block from the embedding, the residual stream must be the one a
+// whole run leaves, bit for bit (same kernels, same order).
+TEST_F(SessionTest, RunningBlockByBlockEqualsAWholeRun) {
+  auto m = Model::load(path_);
+  const std::vector<int32_t> ids = {1, 40, 41, 42, 100, 200, 300, 7, 8};
+  Batch b;
+  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i + 1 == ids.size());
+  KvCache kv1(m->spec(), 64, 1), kv2(m->spec(), 64, 1);
+  Executor whole(*m, kv1, 16), blocks(*m, kv2, 16);
+  const int x = whole.graph().tokens_out;
+  const int64_t E = m->spec().n_embd;
+  whole.run(b);
+  for (size_t t = 0; t < ids.size(); ++t) dequantize_row(m->token_embd(), ids[t], blocks.tensor(x) + t * E);
+  size_t seen = 0;
+  blocks.set_before_node([&](size_t, const RunContext&) { ++seen; });
+  for (int l = 0; l < m->spec().n_layer; ++l) blocks.run_layers(b, l, l);
+  EXPECT_EQ(0, std::memcmp(whole.tensor(x), blocks.tensor(x), sizeof(float) * ids.size() * E));
+  EXPECT_EQ(seen + 4, whole.graph().nodes.size());  // each block node once; not embed, gather_out, the final norm, the output
+  EXPECT_THROW(blocks.run_layers(b, 0, static_cast<int>(m->spec().n_layer)), Error);
 }
 
 }  // namespace

@@ -41,5 +41,6 @@ void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace basalt::cli

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The basalt command: run, chat, info, bench.
+// The basalt command: run, chat, info, bench, perplexity, quantize.
 #include <cstdio>
 
 #include "core/error.h"
@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   basalt::cli::register_info(app);
   basalt::cli::register_bench(app);
   basalt::cli::register_perplexity(app);
+  basalt::cli::register_quantize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+#include "quant/gptq_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <list>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/gguf/gguf.h"
+#include "core/safetensors/safetensors_writer.h"
+#include "core/tokenizer/tokenizer_gguf.h"
+#include "core/tokenizer/tokenizer_hf.h"
+#include "core/util/json_text.h"
+
+namespace basalt {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+void write_json(const fs::path& p, const json& j) {
+  std::ofstream f(p, std::ios::binary);
+  f << j.dump(2) << "\n";
+  if (!f.flush()) throw Error("cannot write " + p.string());
+}
+
+json quantization_config(const ModelQuantizeOptions& o, const CheckpointProvenance& prov) {
+  return {{"quant_method", "gptq"},
+          {"bits", o.layer.bits},
+          {"group_size", o.layer.group_size},
+          {"desc_act", o.layer.act_order},
+          {"sym", o.layer.sym},
+          {"damp_percent", o.layer.damp},
+          {"true_sequential", false},  // a block's layers are quantized from one calibration pass
+          {"static_groups", false},
+          {"checkpoint_format", o.v2 ? "gptq_v2" : "gptq"},
+          {"meta", {{"quantizer", {"basalt"}}, {"method", prov.method}, {"calibration", prov.calibration}}}};
+}
+
+// config.json for a model read from a GGUF file (the inverse of core/model/hf_config.cpp).
+json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
+  if (s.arch != "llama" && s.arch != "qwen2")
+    throw Error("quantize: writing an HF config for architecture " + s.arch + " is not supported (llama, qwen2)");
+  const bool qwen2 = s.arch == "qwen2";
+  json c = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : (s.sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM")}},
+            {"model_type", qwen2 ? "qwen2" : (s.sliding_window ? "mistral" : "llama")},
+            {"vocab_size", s.n_vocab},
+            {"hidden_size", s.n_embd},
+            {"intermediate_size", s.n_ff},
+            {"num_hidden_layers", s.n_layer},
+            {"num_attention_heads", s.n_head},
+            {"num_key_value_heads", s.n_head_kv},
+            {"head_dim", s.head_dim},
+            {"max_position_embeddings", s.n_ctx_train},
+            {"rms_norm_eps", s.rms_eps},
+            {"rope_theta", s.rope_theta},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", s.tied_output},
+            {"attention_bias", s.attn_bias},
+            {"torch_dtype", "float16"}};
+  if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 1.0 / s.rope_freq_scale}};
+  if (s.sliding_window) c["sliding_window"] = s.sliding_window;
+  if (qwen2) c["use_sliding_window"] = false;
+  if (tok.bos_id() >= 0) c["bos_token_id"] = tok.bos_id();
+  if (tok.eos_id() >= 0) c["eos_token_id"] = tok.eos_id();
+  return c;
+}
+
+// HF row r of Q or K is row rows[r] of a GGUF llama file's (pairs interleaved per head).
+std::vector<int32_t> rotate_half_rows(int64_t n_head, int64_t head_dim) {
+  std::vector<int32_t> rows(static_cast<size_t>(n_head * head_dim));
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t i = 0; i < head_dim / 2; ++i)
+        rows[static_cast<size_t>(h * head_dim + half * head_dim / 2 + i)] = static_cast<int32_t>(h * head_dim + 2 * i + half);
+  return rows;
+}
+
+// Tensors to write, and the buffers they point into (kept until the file is written).
+class TensorList {
+ public:
+  // A dense matrix: its own bytes for F32/F16/BF16, else decoded to F32.
+  void matrix(const std::string& name, const Weight& w) {
+    if (w.format == WeightFormat::f32 || w.format == WeightFormat::f16 || w.format == WeightFormat::bf16) {
+      const StDtype t = w.format == WeightFormat::f32 ? StDtype::f32 : w.format == WeightFormat::f16 ? StDtype::f16 : StDtype::bf16;
+      out_.push_back({name, t, {w.rows, w.cols}, w.data});
+      return;
+    }
+    std::vector<float>& f = floats_.emplace_back(static_cast<size_t>(w.rows * w.cols));
+    for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w, r, f.data() + r * w.cols);
+    out_.push_back({name, StDtype::f32, {w.rows, w.cols}, f.data()});
+  }
+  void vector(const std::string& name, const std::vector<float>& v, const std::vector<int32_t>& order = {}) {
+    const std::vector<float>* src = &v;
+    if (!order.empty()) {
+      std::vector<float>& r = floats_.emplace_back(v.size());
+      for (size_t i = 0; i < v.size(); ++i) r[i] = v[static_cast<size_t>(order[i])];
+      src = &r;
+    }
+    out_.push_back({name, StDtype::f32, {static_cast<int64_t>(src->size())}, src->data()});
+  }
+  void gptq(const std::string& prefix, const GptqPacked& p, const std::vector<int32_t>& order = {}) {
+    const GptqPacked& kept = order.empty() ? p : packed_.emplace_back(gptq_reorder_outputs(p, order));
+    for (StTensorOut& t : gptq_tensors_out(kept, prefix)) out_.push_back(std::move(t));
+  }
+  const std::vector<StTensorOut>& tensors() const { return out_; }
+
+ private:
+  std::vector<StTensorOut> out_;
+  std::list<std::vector<float>> floats_;  // lists: elements never move
+  std::list<GptqPacked> packed_;
+};
+
+}  // namespace
+
+void write_gptq_checkpoint(const Model& model, const std::string& source, const std::vector<std::vector<GptqPacked>>& layers,
+                           const ModelQuantizeOptions& o, const CheckpointProvenance& provenance, const std::string& dir) {
+  const ModelSpec& s = model.spec();
+  const fs::path out(dir), partial(dir + ".partial"), in(source);
+  std::error_code ec;
+  if (fs::exists(out, ec)) throw Error(dir + " exists already: give a new folder (nothing is overwritten)");
+  const bool from_hf = fs::is_directory(in, ec);
+  if (!from_hf && s.rope_style == RopeStyle::normal && s.rope_dim != s.head_dim)
+    throw Error("quantize: partial RoPE with interleaved pairs has no HF form here");
+  if (static_cast<int64_t>(layers.size()) != s.n_layer) throw Error("internal: quantized layers missing");
+
+  TensorList t;
+  t.matrix("model.embed_tokens.weight", model.token_embd());
+  t.vector("model.norm.weight", model.output_norm());
+  if (!s.tied_output) t.matrix("lm_head.weight", model.output());
+  // GGUF llama Q/K rows back in the rotate-half order (HF folders and qwen2 files have it already).
+  const bool reorder = !from_hf && s.rope_style == RopeStyle::normal;
+  const std::vector<int32_t> q_rows = reorder ? rotate_half_rows(s.n_head, s.head_dim) : std::vector<int32_t>{};
+  const std::vector<int32_t> k_rows = reorder ? rotate_half_rows(s.n_head_kv, s.head_dim) : std::vector<int32_t>{};
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    const LayerWeights& l = model.layer(i);
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.vector(p + "input_layernorm.weight", l.attn_norm);
+    t.vector(p + "post_attention_layernorm.weight", l.ffn_norm);
+    for (size_t li = 0; li < kNumBlockLinears; ++li) {
+      const Weight* w = &(l.*kBlockLinears[li].member);
+      t.gptq(p + kBlockLinears[li].hf_name, layers[static_cast<size_t>(i)][li], w == &l.wq ? q_rows : w == &l.wk ? k_rows : std::vector<int32_t>{});
+    }
+    if (!l.bq.empty()) t.vector(p + "self_attn.q_proj.bias", l.bq, q_rows);
+    if (!l.bk.empty()) t.vector(p + "self_attn.k_proj.bias", l.bk, k_rows);
+    if (!l.bv.empty()) t.vector(p + "self_attn.v_proj.bias", l.bv);
+  }
+
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  if (ec) throw Error("cannot create " + partial.string() + ": " + ec.message());
+  json config;
+  if (from_hf) {
+    config = read_json_object((in / "config.json").string());
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"})
+      if (fs::exists(in / f, ec)) {
+        fs::copy_file(in / f, partial / f, ec);
+        if (ec) throw Error("cannot copy " + (in / f).string() + ": " + ec.message());
+      }
+  } else {
+    config = config_from_spec(s, model.tokenizer());
+    write_tokenizer_hf(load_tokenizer_data(GgufFile::open(source)), model.chat_template(), partial.string());
+  }
+  config["quantization_config"] = quantization_config(o, provenance);
+  write_json(partial / "config.json", config);
+  json qc = quantization_config(o, provenance);
+  write_json(partial / "quantize_config.json", qc);
+  write_safetensors((partial / "model.safetensors").string(), t.tensors());
+  fs::rename(partial, out, ec);
+  if (ec) throw Error("cannot rename " + partial.string() + " to " + dir + ": " + ec.message());
+}
+
+}  // namespace basalt

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// GPTQ for a whole model, one block at a time, as the paper's reference code
+// runs it. The residual stream of the calibration windows is kept between
+// blocks. For block i, a first pass over the windows accumulates H = X^T X
+// for each input its linear layers read (q, k and v share one, gate and up
+// another; o and down have their own), the solver (quant/gptq_solver.h)
+// quantizes each layer, and a second pass runs the block with its quantized
+// weights to give block i + 1 its inputs, so later blocks correct for the
+// error of earlier ones. Memory: the windows' residual stream and one
+// block's Hessians.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/model/model.h"
+#include "quant/gptq_pack.h"
+#include "quant/gptq_solver.h"
+
+namespace basalt {
+
+struct ModelQuantizeOptions {
+  bool gptq = true;      // false: round-to-nearest on the same grid (no calibration)
+  GptqOptions layer;     // bits, group size, sym, act-order, damping
+  bool v2 = false;       // store zero points as they are (gptq_v2): asymmetric grids need it
+  int64_t ubatch = 512;  // tokens per calibration batch
+};
+
+// The linear layers of a block that are quantized, by their HF names.
+struct BlockLinear {
+  const char* hf_name;  // under model.layers.N.
+  Weight LayerWeights::*member;
+};
+inline constexpr BlockLinear kBlockLinears[] = {
+    {"self_attn.q_proj", &LayerWeights::wq}, {"self_attn.k_proj", &LayerWeights::wk}, {"self_attn.v_proj", &LayerWeights::wv},
+    {"self_attn.o_proj", &LayerWeights::wo}, {"mlp.gate_proj", &LayerWeights::w_gate}, {"mlp.up_proj", &LayerWeights::w_up},
+    {"mlp.down_proj", &LayerWeights::w_down},
+};
+inline constexpr size_t kNumBlockLinears = sizeof(kBlockLinears) / sizeof(kBlockLinears[0]);
+
+struct QuantizeProgress {
+  int64_t layer, n_layer;
+  const char* stage;  // "calibrating", "solving", "updating"
+  double fraction;    // of the whole job
+};
+
+// Quantizes the blocks' linear layers in place (each becomes the engine form
+// of its packed layer) and returns the packed layers, [layer][kBlockLinears].
+// windows: the calibration token sequences (unused by round-to-nearest). The
+// token embedding and the output layer are left as they are. Error for MoE
+// models, models already GPTQ-quantized, and no windows for GPTQ.
+std::vector<std::vector<GptqPacked>> quantize_model(Model& model, const std::vector<std::vector<int32_t>>& windows,
+                                                    const ModelQuantizeOptions& o,
+                                                    const std::function<void(const QuantizeProgress&)>& progress = {});
+
+}  // namespace basalt

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""basalt quantize: the checkpoints it writes are standard GPTQ and hold what basalt then runs.
+
+    check_quantize.py --dump-logits BIN --case NAME     (one of --list)
+    check_quantize.py --list
+
+Each case makes a synthetic model (make_model.py; an HF folder of it with
+make_hf_folder.py where the case says so), quantizes it with `basalt quantize`
+(calibration: a slice of the GPL-3 text Debian ships), and checks:
+1. the folder: config.json's quantization_config and quantize_config.json say
+   what was asked; the tokenizer files are copied (HF input) or, from a GGUF,
+   written so that HF's tokenizers library gives llama.cpp's ids;
+2. every quantized layer as basalt loads it (basalt-dump-logits --weight)
+   equals, bit for bit, check_gptq.py's numpy dequantization of the written
+   qweight, qzeros, scales and g_idx (so any GPTQ loader reads basalt's weights);
+3. the model's logits against the original's, on calibration-like text: within
+   a bound for 8 bits (ties Q/K row order, biases and wiring to the original),
+   and, for GPTQ cases, closer than round-to-nearest on the same grid.
+The `errors` case runs bad command lines and wants a clear error each.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import make_model  # noqa: E402
+from case_args import parse_case_args  # noqa: E402
+from check_gptq import dequantize  # noqa: E402
+from make_gptq import read_safetensors  # noqa: E402
+
+CALIB = Path("/usr/share/common-licenses/GPL-3")
+MODEL = ["--n-embd", "256", "--n-ff", "384", "--n-head", "4", "--n-head-kv", "2", "--n-layer", "2", "--vocab", "smollm2"]
+CALIB_OPTS = ["--samples", "6", "--seq-len", "96"]
+# name -> (make_model.py options, source "gguf" or "hf", basalt quantize options, 8-bit logits bound or None)
+CASES = {
+    "gguf_gptq4_g32_sym": (["--arch", "llama", "--type", "f32"], "gguf", ["--bits", "4", "--group-size", "32"], None),
+    "gguf_rtn8_g128": (["--arch", "llama", "--type", "q8_0"], "gguf", ["--method", "rtn", "--bits", "8"], 0.03),
+    "hf_gptq4_g64_act_order_asym": (["--arch", "llama", "--type", "f16"], "hf",
+                                    ["--bits", "4", "--group-size", "64", "--act-order", "--asym"], None),
+    "qwen2_gptq8_per_row_bias": (["--arch", "qwen2", "--type", "f32"], "gguf", ["--bits", "8", "--group-size", "-1"], 0.03),
+    "errors": ([], "", [], None),
+}
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def logits(dump: str, model: Path, tokens: list[int], out: Path, n_vocab: int) -> np.ndarray:
+    run([dump, str(model), str(out), *map(str, tokens)])
+    return np.fromfile(out, dtype="<f4").reshape(len(tokens), n_vocab)
+
+
+def rel_rms(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((got - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
+
+
+def check_errors(basalt: str, tmp: Path) -> bool:
+    """Bad command lines: a non-zero exit and a message naming the problem, nothing written."""
+    model = tmp / "m.gguf"
+    cfg = make_model.parse_config(MODEL + ["--type", "f32"])
+    make_model.write_model(model, cfg)
+    (tmp / "exists").mkdir()
+    (tmp / "bad.txt").write_bytes(b"caf\xc3 \xff\xfe not UTF-8")
+    (tmp / "short.txt").write_text("too short")
+    gptq_dir = tmp / "gptq"
+    subprocess.run([basalt, "quantize", str(model), str(gptq_dir), "--method", "rtn"], check=True, capture_output=True)
+    cases = [
+        (["quantize", str(model), str(tmp / "exists"), "--method", "rtn"], "exists already"),
+        (["quantize", str(model), str(tmp / "o1")], "--calib"),
+        (["quantize", str(model), str(tmp / "o2"), "--calib", str(tmp / "bad.txt")], "not valid UTF-8"),
+        (["quantize", str(model), str(tmp / "o3"), "--calib", str(tmp / "short.txt")], "too little calibration text"),
+        (["quantize", str(model), str(tmp / "o4"), "--calib", str(tmp / "missing.txt")], "cannot read"),
+        (["quantize", str(model), str(tmp / "o5"), "--method", "rtn", "--group-size", "48"], "multiple of 32"),
+        (["quantize", str(model), str(tmp / "o6"), "--method", "rtn", "--act-order"], "--method gptq"),
+        (["quantize", str(model), str(tmp / "o7"), "--bits", "3", "--method", "rtn"], "bits"),
+        (["quantize", str(gptq_dir), str(tmp / "o8"), "--method", "rtn"], "GPTQ-quantized already"),
+        (["quantize", str(tmp / "nothing.gguf"), str(tmp / "o9"), "--method", "rtn"], "nothing.gguf"),
+    ]
+    ok = True
+    for args, want in cases:
+        r = subprocess.run([basalt, *args], capture_output=True, text=True)
+        out = Path(args[2])
+        good = r.returncode != 0 and want in r.stderr and (args[2].endswith("exists") or not out.exists())
+        print(f"{' '.join(args[3:]) or '(no options)'}: exit {r.returncode}, {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''!r}"
+              f" -> {'ok' if good else 'WRONG (want ' + repr(want) + ')'}")
+        ok = ok and good
+    return ok
+
+
+def main() -> int:
+    a = parse_case_args(__doc__, CASES)
+    if a is None:
+        return 0
+    basalt = str(Path(a.dump_logits).parent / "basalt")
+    model_opts, source, opts, bound = CASES[a.case]
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        if a.case == "errors":
+            ok = check_errors(basalt, t)
+            print("PASS" if ok else "FAIL")
+            return 0 if ok else 1
+        cfg = make_model.parse_config(MODEL + model_opts)
+        make_model.check_config(cfg)
+        make_model.write_model(t / "m.gguf", cfg)
+        src = t / "m.gguf"
+        if source == "hf":
+            run([sys.executable, str(HERE / "make_hf_folder.py"), str(src), str(t / "hf")])
+            src = t / "hf"
+        calib = t / "calib.txt"
+        calib.write_text(CALIB.read_text()[:12000])
+        outs = {}
+        methods = ["gptq", "rtn"] if "rtn" not in opts else ["rtn"]
+        for method in methods:
+            extra = [o for o in opts if o != "--act-order"] if method == "rtn" and "--act-order" in opts else opts
+            if "--method" not in extra:
+                extra = ["--method", method, *extra]
+            out = t / method
+            run([basalt, "quantize", str(src), str(out), "--calib", str(calib), *CALIB_OPTS, *extra])
+            outs[method] = out
+        ok = True
+
+        # 1. The folder.
+        main_out = outs[methods[0]]
+        qc = json.loads((main_out / "config.json").read_text())["quantization_config"]
+        bits = int(opts[opts.index("--bits") + 1])
+        group = int(opts[opts.index("--group-size") + 1]) if "--group-size" in opts else 128
+        want = {"quant_method": "gptq", "bits": bits, "group_size": group, "desc_act": "--act-order" in opts,
+                "sym": "--asym" not in opts, "checkpoint_format": "gptq_v2" if "--asym" in opts else "gptq"}
+        got = {k: qc.get(k) for k in want}
+        same_qc = json.loads((main_out / "quantize_config.json").read_text()) == qc
+        print(f"quantization_config {got}: {'ok' if got == want and same_qc else 'WRONG, want ' + str(want)}")
+        ok = ok and got == want and same_qc
+        text = calib.read_text()[2000:2600]
+        if source == "hf":
+            for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+                copied = (main_out / f).read_bytes() == (src / f).read_bytes()
+                print(f"{f} copied: {'yes' if copied else 'NO'}")
+                ok = ok and copied
+        else:
+            from llama_cpp import Llama  # the reference tokenizer: llama.cpp on the source GGUF
+            from tokenizers import Tokenizer
+            ref = Llama(model_path=str(src), vocab_only=True, verbose=False).tokenize(text.encode(), add_bos=False, special=False)
+            ids = Tokenizer.from_file(str(main_out / "tokenizer.json")).encode(text, add_special_tokens=False).ids
+            print(f"written tokenizer.json, HF tokenizers vs llama.cpp on {len(ref)} tokens: {'same' if ids == ref else 'DIFFERENT'}")
+            ok = ok and ids == ref
+        from tokenizers import Tokenizer
+        tokens = Tokenizer.from_file(str(main_out / "tokenizer.json")).encode(text, add_special_tokens=False).ids[:48]
+
+        # 2. Every layer, bit for bit.
+        for method, out in outs.items():
+            tensors = read_safetensors(out / "model.safetensors")
+            prefixes = sorted(n.removesuffix(".qweight") for n in tensors if n.endswith(".qweight"))
+            exact = len(prefixes) == 7 * cfg.n_layer
+            for prefix in prefixes:
+                ref = dequantize(tensors, prefix, bits, "--asym" in opts)
+                run([a.dump_logits, str(out), str(t / "w.f32"), "--weight", prefix])
+                w = np.fromfile(t / "w.f32", dtype="<f4").reshape(ref.shape)
+                if not np.array_equal(w.view(np.uint32), ref.view(np.uint32)):
+                    print(f"{method} {prefix}: {int(np.sum(w.view(np.uint32) != ref.view(np.uint32)))} weights differ")
+                    exact = False
+            print(f"{method}: {len(prefixes)} GPTQ layers, numpy dequantization == basalt's weights: {'yes' if exact else 'NO'}")
+            ok = ok and exact
+
+        # 3. Logits against the original model.
+        n_vocab = int(json.loads((main_out / "config.json").read_text())["vocab_size"])
+        ref = logits(a.dump_logits, src, tokens, t / "l.f32", n_vocab)
+        err = {m: rel_rms(logits(a.dump_logits, out, tokens, t / "l.f32", n_vocab), ref) for m, out in outs.items()}
+        print("logits against the original, relative RMS: " + ", ".join(f"{m} {e:.3e}" for m, e in err.items()))
+        if bound is not None:
+            print(f"  bound {bound}: {'ok' if err[methods[0]] <= bound else 'EXCEEDED'}")
+            ok = ok and err[methods[0]] <= bound
+        if "gptq" in err and "rtn" in err:
+            print(f"  gptq below rtn: {'yes' if err['gptq'] < err['rtn'] else 'NO'}")
+            ok = ok and err["gptq"] < err["rtn"]
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
