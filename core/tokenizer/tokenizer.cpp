@@ -270,7 +270,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
     std::string_view piece = text.substr(f.begin, f.end - f.begin);
     if (m.spm)
-      m.spm_encoder->encode(piece, m.d.add_space_prefix && after_special, out);
+      m.spm_encoder->encode(piece, m.d.add_space_prefix && after_special && (!m.d.space_prefix_first_only || f.begin == 0), out);
     else
       m.bpe->encode(piece, out);
     after_special = false;

@@ -21,7 +21,8 @@ struct TokenizerData {
   std::vector<std::string> merges;    // BPE merges, "left right"
   int32_t bos_id = -1, eos_id = -1, eot_id = -1, eom_id = -1, unk_id = -1, pad_id = -1;
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = false;  // SentencePiece: prepend U+2581 to the text
+  bool add_space_prefix = false;  // SentencePiece: prepend U+2581 to the text (and after each special token, as llama.cpp)
+  bool space_prefix_first_only = false;  // only where the text itself starts (HF Metaspace prepend_scheme "first")
 };
 
 enum class TokenType : int32_t { undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -82,6 +83,70 @@ void write_text(const fs::path& p, const std::string& text) {
   if (!f.flush()) throw Error("cannot write " + p.string());
 }
 
+// Whether a SentencePiece-style tokenizer.json puts U+2581 before the text:
+// the normalizer Prepend("\u2581") + Replace(" ", "\u2581") of Llama 2, or the
+// Metaspace pre-tokenizer of later conversions (prepend_scheme first/always).
+// Anything else is refused by name.
+// A normalizer prefixes every stretch of text between added tokens (so does
+// llama.cpp); Metaspace's "first" scheme only the text's start (first_only).
+bool spm_space_prefix(const json& normalizer, const json& pre, const std::string& where, bool& first_only) {
+  const std::string space = "\xe2\x96\x81";
+  auto replace_space = [&](const json& n) {
+    return is_type(n, "Replace") && n.contains("pattern") && n["pattern"].is_object() && n["pattern"].value("String", "") == " " &&
+           n.value("content", "") == space;
+  };
+  auto prepend = [&](const json& n) { return is_type(n, "Prepend") && n.value("prepend", "") == space; };
+  bool prefix = false, replaced = false;
+  std::vector<json> steps;
+  if (is_type(normalizer, "Sequence") && normalizer.contains("normalizers") && normalizer["normalizers"].is_array())
+    steps = normalizer["normalizers"].get<std::vector<json>>();
+  else if (!normalizer.is_null())
+    steps.push_back(normalizer);
+  for (const json& n : steps) {
+    if (prepend(n) && !replaced) prefix = true;
+    else if (replace_space(n)) replaced = true;
+    else throw Error(where + ": SentencePiece-style normalizer not supported: " + n.dump() + " (supported: Prepend and Replace of U+2581)");
+  }
+  if (is_type(pre, "Metaspace") && pre.value("replacement", "") == space && !pre.value("split", false)) {
+    replaced = true;
+    const std::string scheme = pre.value("prepend_scheme", std::string("always"));
+    prefix = scheme != "never" && pre.value("add_prefix_space", true);
+    first_only = scheme == "first";
+  } else if (!pre.is_null()) {
+    throw Error(where + ": SentencePiece-style pre-tokenizer not supported: " + pre.dump() + " (supported: Metaspace without split)");
+  }
+  if (!replaced) throw Error(where + ": byte-fallback BPE without spaces mapped to U+2581 is not supported");
+  return prefix;
+}
+
+// Scores for the SentencePiece encoder from BPE merges: a token scores minus the
+// rank of the first merge that makes it, so the best-scoring pair is the
+// lowest-ranked merge (HF's converter orders merges by the pieces' scores).
+// Tokens <0xXX> are bytes, the model's unk_token unknown.
+void spm_scores_from_merges(TokenizerData& d, const json& model, const std::string& where) {
+  std::unordered_map<std::string, int32_t> id;
+  for (size_t i = 0; i < d.tokens.size(); ++i) id.emplace(d.tokens[i], static_cast<int32_t>(i));
+  d.scores.assign(d.tokens.size(), -1e9f);  // made by no merge: reached only as a single character
+  for (size_t r = d.merges.size(); r-- > 0;) {
+    const std::string& m = d.merges[r];
+    const size_t sp = m.find(' ');
+    auto it = id.find(m.substr(0, sp) + m.substr(sp + 1));
+    if (it == id.end()) throw Error(where + ": merge \"" + m + "\" makes a token that is not in the vocabulary");
+    d.scores[static_cast<size_t>(it->second)] = -static_cast<float>(r);
+  }
+  d.merges.clear();
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const std::string& t = d.tokens[i];
+    if (d.token_types[i] == static_cast<int32_t>(TokenType::normal) && t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>')
+      d.token_types[i] = static_cast<int32_t>(TokenType::byte);
+  }
+  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  if (auto it = id.find(unk); !unk.empty() && it != id.end()) {
+    d.unk_id = it->second;
+    d.token_types[static_cast<size_t>(it->second)] = static_cast<int32_t>(TokenType::unknown);
+  }
+}
+
 // A special token given as "text" or {"content": "text", ...}.
 std::string token_text(const json& j) {
   if (j.is_string()) return j.get<std::string>();
@@ -102,12 +167,19 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
     throw Error(where + ": tokenizer model " + model.value("type", std::string("(none)")) + " is not supported (supported: BPE)");
   HfTokenizer out;
   TokenizerData& d = out.data;
-  d.model = "gpt2";
-  d.pre = pre_name(t.contains("pre_tokenizer") ? t["pre_tokenizer"] : json());
-  if (d.pre.empty())
-    throw Error(where + ": pre-tokenizer not supported: " + (t.contains("pre_tokenizer") ? t["pre_tokenizer"].dump() : "none") +
-                " (supported: ByteLevel as in GPT-2, SmolLM, Llama 3, Qwen2)");
-  if (model.value("byte_fallback", false)) throw Error(where + ": byte-fallback BPE (SentencePiece-style) is not supported yet");
+  const json& pre = t.contains("pre_tokenizer") ? t["pre_tokenizer"] : json();
+  const bool spm = model.value("byte_fallback", false);
+  if (spm) {  // SentencePiece converted to BPE (Llama 2, Mistral, Gemma): the SentencePiece encoder with scores from the merges
+    d.model = "llama";
+    d.pre = "default";
+    d.add_space_prefix = spm_space_prefix(t.contains("normalizer") ? t["normalizer"] : json(), pre, where, d.space_prefix_first_only);
+  } else {
+    d.model = "gpt2";
+    d.pre = pre_name(pre);
+    if (d.pre.empty())
+      throw Error(where + ": pre-tokenizer not supported: " + (pre.is_null() ? "none" : pre.dump()) +
+                  " (supported: ByteLevel as in GPT-2, SmolLM, Llama 3, Qwen2; SentencePiece-style byte-fallback BPE)");
+  }
 
   // Vocabulary: ids 0..n-1, from the model's vocab and the added tokens.
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + ": model.vocab is missing");
@@ -141,6 +213,7 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
         d.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
       else throw Error(where + ": malformed merge " + m.dump());
     }
+  if (spm) spm_scores_from_merges(d, model, where);
 
   // BOS/EOS and whether BOS is added: tokenizer_config.json, else the post-processor.
   auto find = [&](const std::string& text) -> int32_t {

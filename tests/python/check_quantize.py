@@ -17,7 +17,10 @@ make_hf_folder.py where the case says so), quantizes it with `basalt quantize`
 3. the model's logits against the original's, on calibration-like text: within
    a bound for 8 bits (ties Q/K row order, biases and wiring to the original),
    and, for GPTQ cases, closer than round-to-nearest on the same grid.
-The `errors` case runs bad command lines and wants a clear error each.
+The `errors` case runs bad command lines and wants a clear error each. The
+`lossless_*` cases check that a GPTQ sym g32 checkpoint and the Q4_0 (4 bits)
+or Q8_0 (8 bits) GGUF made from its bytes (the same weights, exactly) give the
+same greedy text and the same logits to within float summation order.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
 from case_args import parse_case_args  # noqa: E402
-from check_gptq import dequantize  # noqa: E402
+from check_gptq import dequantize, unpack  # noqa: E402
 from make_gptq import read_safetensors  # noqa: E402
 
 CALIB = Path("/usr/share/common-licenses/GPL-3")
@@ -47,6 +50,8 @@ CASES = {
                                     ["--bits", "4", "--group-size", "64", "--act-order", "--asym"], None),
     "qwen2_gptq8_per_row_bias": (["--arch", "qwen2", "--type", "f32"], "gguf", ["--bits", "8", "--group-size", "-1"], 0.03),
     "errors": ([], "", [], None),
+    "lossless_gptq4_sym_g32_vs_q4_0": ([], "", ["--bits", "4"], None),
+    "lossless_gptq8_sym_g32_vs_q8_0": ([], "", ["--bits", "8"], None),
 }
 
 
@@ -96,6 +101,53 @@ def check_errors(basalt: str, tmp: Path) -> bool:
     return ok
 
 
+def to_ggml_blocks(tensors: dict, prefix: str, bits: int, n_head: int) -> tuple:
+    """A GPTQ sym g32 layer as Q4_0 / Q8_0 blocks: same scales, same integers (q - 2^(bits-1))."""
+    q = unpack(tensors[prefix + ".qweight"][0].astype(np.int64), bits, 0).T       # [out][in]
+    s = tensors[prefix + ".scales"][0].astype(np.float16).T                        # [out][groups]
+    if n_head:  # HF rotate-half rows back to GGUF llama's interleaved pairs
+        q = q.reshape(n_head, 2, -1, q.shape[1]).swapaxes(1, 2).reshape(q.shape)
+        s = s.reshape(n_head, 2, -1, s.shape[1]).swapaxes(1, 2).reshape(s.shape)
+    n_out, n_in = q.shape
+    q = q.reshape(n_out, n_in // 32, 32)
+    d = s.reshape(n_out, n_in // 32, 1).view(np.uint8)                             # f16 bytes
+    if bits == 4:
+        body = (q[:, :, :16] | (q[:, :, 16:] << 4)).astype(np.uint8)
+        return make_model.QT.Q4_0, np.concatenate([d, body], axis=2).reshape(n_out, -1)
+    body = (q - 128).astype(np.int8).view(np.uint8)
+    return make_model.QT.Q8_0, np.concatenate([d, body], axis=2).reshape(n_out, -1)
+
+
+def check_lossless(basalt: str, dump: str, bits: int, t: Path) -> bool:
+    cfg = make_model.parse_config(MODEL + ["--arch", "llama", "--type", "f32"])
+    make_model.write_model(t / "m.gguf", cfg)
+    calib = t / "calib.txt"
+    calib.write_text(CALIB.read_text()[:12000])
+    run([basalt, "quantize", str(t / "m.gguf"), str(t / "gptq"), "--calib", str(calib), *CALIB_OPTS,
+         "--bits", str(bits), "--group-size", "32"])
+    tensors = read_safetensors(t / "gptq" / "model.safetensors")
+    names = {"self_attn.q_proj": ("attn_q", cfg.n_head), "self_attn.k_proj": ("attn_k", cfg.n_head_kv),
+             "self_attn.v_proj": ("attn_v", 0), "self_attn.o_proj": ("attn_output", 0), "mlp.gate_proj": ("ffn_gate", 0),
+             "mlp.up_proj": ("ffn_up", 0), "mlp.down_proj": ("ffn_down", 0)}
+    raw = {}
+    for i in range(cfg.n_layer):
+        for hf, (gg, heads) in names.items():
+            raw[f"blk.{i}.{gg}.weight"] = to_ggml_blocks(tensors, f"model.layers.{i}.{hf}", bits, heads)
+    make_model.write_model(t / "q.gguf", cfg, raw)
+    prompt = "Everyone is permitted to copy and distribute verbatim copies"
+    texts = [run([basalt, "run", "-m", str(m), "-p", prompt, "-n", "32", "--temp", "0"]).stdout
+             for m in (t / "gptq", t / "q.gguf")]
+    same_text = texts[0] == texts[1]
+    print(f"greedy text, GPTQ folder vs {'Q4_0' if bits == 4 else 'Q8_0'} GGUF: {'same' if same_text else 'DIFFERENT'}\n"
+          f"  {texts[0]!r}\n  {texts[1]!r}")
+    n_vocab = int(json.loads((t / "gptq" / "config.json").read_text())["vocab_size"])
+    tokens = [1, 7, 42, 99, 3, 250, 17, 8, 300, 64, 5, 128, 77, 2, 19, 400]
+    a, b = (logits(dump, m, tokens, t / "l.f32", n_vocab) for m in (t / "gptq", t / "q.gguf"))
+    rel = rel_rms(a, b)
+    print(f"logits, relative RMS difference {rel:.2e} (bound 1e-5: float summation order only)")
+    return same_text and rel <= 1e-5
+
+
 def main() -> int:
     a = parse_case_args(__doc__, CASES)
     if a is None:
@@ -104,8 +156,8 @@ def main() -> int:
     model_opts, source, opts, bound = CASES[a.case]
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        if a.case == "errors":
-            ok = check_errors(basalt, t)
+        if a.case == "errors" or a.case.startswith("lossless"):
+            ok = check_errors(basalt, t) if a.case == "errors" else check_lossless(basalt, a.dump_logits, int(opts[1]), t)
             print("PASS" if ok else "FAIL")
             return 0 if ok else 1
         cfg = make_model.parse_config(MODEL + model_opts)

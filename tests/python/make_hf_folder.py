@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Write an HF model folder holding the same model as a GGUF file.
 
-    make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME]
+    make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME] [--space-prefix B] [--add-bos B] [--metaspace]
 
 The GGUF must have dense tensors (F32, F16, BF16), e.g. one written by
 make_model.py. The folder gets config.json, model.safetensors (or N shards
@@ -11,8 +11,10 @@ generation_config.json, laid out as transformers writes them: PyTorch names,
 [out, in] matrices, Q and K rows in the rotate-half order (GGUF llama files
 hold them interleaved: undone here), Mixtral experts as separate tensors.
 basalt must give the same logits and token ids for both (tests/python/check_hf.py).
---vocab-only writes just the tokenizer files (for the real SmolLM2 vocabulary);
---pre gives it another pre-tokenizer (the tokenizer reference files do too).
+--vocab-only writes just the tokenizer files (for the real SmolLM2 and Gemma 3
+vocabularies); --pre gives a byte-level BPE one another pre-tokenizer, and
+--space-prefix / --add-bos / --metaspace a SentencePiece one other settings
+(the tokenizer reference files do too).
 """
 from __future__ import annotations
 
@@ -53,9 +55,55 @@ def field(r: gguf.GGUFReader, key: str, default=None):
     return default if f is None else f.contents()
 
 
-def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None) -> None:
+SPACE = "\u2581"
+
+
+def spm_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
+    """BPE merges for a SentencePiece vocabulary, as transformers' SentencePieceExtractor makes them:
+    every split of a piece into two pieces, ordered by the piece's score (best first), then the halves' ids."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for t, score in zip(tokens, scores):
+        local = [(t[:k], t[k:]) for k in range(1, len(t)) if t[:k] in ids and t[k:] in ids]
+        local.sort(key=lambda m: (ids[m[0]], ids[m[1]]))
+        merges.extend((score, a, b) for a, b in local)
+    merges.sort(key=lambda m: -m[0])  # stable: ties keep the order above
+    return [[a, b] for _, a, b in merges]
+
+
+def spm_tokenizer(r: gguf.GGUFReader, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool) -> dict:
+    """tokenizer.json for a SentencePiece vocabulary, as transformers converts Llama 2 / Gemma ones:
+    BPE with byte fallback, spaces as U+2581 by a normalizer (or, newer, the Metaspace pre-tokenizer)."""
+    scores = field(r, "tokenizer.ggml.scores")
+    unk = field(r, "tokenizer.ggml.unknown_token_id")
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": ty == 3} for i, (t, ty) in enumerate(zip(tokens, types)) if ty in (3, 4)]
+    if metaspace:
+        normalizer = None
+        pre = {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "first" if space_prefix else "never", "split": False}
+    else:
+        replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}
+        normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPACE}, replace]} if space_prefix else replace
+        pre = None
+    decoder = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+    if space_prefix:
+        decoder.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": normalizer,
+        "pre_tokenizer": pre, "post_processor": None, "decoder": {"type": "Sequence", "decoders": decoder},
+        "model": {"type": "BPE", "dropout": None, "unk_token": tokens[unk] if unk is not None else None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                  "ignore_merges": False, "vocab": {t: i for i, t in enumerate(tokens)}, "merges": spm_merges(tokens, scores)},
+    }
+
+
+def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None, space_prefix: bool | None = None,
+                    add_bos: bool | None = None, metaspace: bool = False) -> None:
+    if field(r, "tokenizer.ggml.model") == "llama":
+        write_spm_tokenizer(r, out, space_prefix, add_bos, metaspace)
+        return
     if field(r, "tokenizer.ggml.model") != "gpt2":
-        raise SystemExit("only byte-level BPE vocabularies (tokenizer.ggml.model gpt2) can be written")
+        raise SystemExit("only byte-level BPE (gpt2) and SentencePiece (llama) vocabularies can be written")
     pre = pre or field(r, "tokenizer.ggml.pre", "default")
     if pre not in PRE_TOKENIZERS:
         raise SystemExit(f"pre-tokenizer {pre!r}: no tokenizer.json form known here ({', '.join(PRE_TOKENIZERS)})")
@@ -76,6 +124,24 @@ def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None) -> No
     (out / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
     name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
     cfg = {"tokenizer_class": "GPT2Tokenizer", "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False)),
+           "bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
+           "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
+    template = field(r, "tokenizer.chat_template")
+    if template is not None:
+        cfg["chat_template"] = template
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=2))
+    gen = {"bos_token_id": field(r, "tokenizer.ggml.bos_token_id"), "eos_token_id": field(r, "tokenizer.ggml.eos_token_id")}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
+
+
+def write_spm_tokenizer(r: gguf.GGUFReader, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool) -> None:
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type", [1] * len(tokens))
+    space_prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True)) if space_prefix is None else space_prefix
+    add_bos = bool(field(r, "tokenizer.ggml.add_bos_token", True)) if add_bos is None else add_bos
+    (out / "tokenizer.json").write_text(json.dumps(spm_tokenizer(r, tokens, types, space_prefix, metaspace), ensure_ascii=False))
+    name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
+    cfg = {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": add_bos, "add_eos_token": False,
            "bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
            "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
     template = field(r, "tokenizer.chat_template")
@@ -137,11 +203,15 @@ def main() -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--vocab-only", action="store_true")
     p.add_argument("--pre", choices=sorted(PRE_TOKENIZERS), help="pre-tokenizer instead of the GGUF's")
+    p.add_argument("--space-prefix", choices=["true", "false"], help="SentencePiece: U+2581 before the text (default: the GGUF's)")
+    p.add_argument("--add-bos", choices=["true", "false"], help="SentencePiece: add BOS (default: the GGUF's)")
+    p.add_argument("--metaspace", action="store_true", help="SentencePiece: the Metaspace pre-tokenizer, not a normalizer")
     a = p.parse_args()
     r = gguf.GGUFReader(a.gguf)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_tokenizer(r, out, a.pre)
+    flag = lambda v: None if v is None else v == "true"
+    write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
     if a.vocab_only:
         return 0
 

@@ -489,8 +489,10 @@ def _layer_of(name: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def write_model(path: str | Path, cfg: ModelConfig) -> None:
+def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.ndarray]] | None = None) -> None:
+    """raw: tensors stored as given (type, GGUF block bytes [rows][bytes]) instead of drawn; the rest are unchanged."""
     check_config(cfg)
+    raw = raw or {}
     arch = cfg.arch
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"basalt-synthetic-{arch}-{cfg.wtype}")
@@ -520,7 +522,7 @@ def write_model(path: str | Path, cfg: ModelConfig) -> None:
     # Tensor infos first (types and byte sizes follow from the shapes), then
     # the data, made and written one tensor at a time.
     plan = weight_plan(cfg, n_vocab)
-    stored = [_stored_type(cfg, name, shape) for name, shape, _ in plan]
+    stored = [raw[name][0] if name in raw else _stored_type(cfg, name, shape) for name, shape, _ in plan]
     for (name, shape, _), qtype in zip(plan, stored):
         if qtype in (QT.F32, QT.F16):
             dtype = np.float32 if qtype == QT.F32 else np.float16
@@ -534,8 +536,10 @@ def write_model(path: str | Path, cfg: ModelConfig) -> None:
     w.write_ti_data_to_file()
     rng = np.random.default_rng(cfg.seed)
     for (name, _, make), qtype in zip(plan, stored):
-        data = make(rng)
-        if qtype == QT.F16:
+        data = make(rng)  # drawn even when replaced, so the other tensors stay the same
+        if name in raw:
+            data = raw[name][1]
+        elif qtype == QT.F16:
             data = data.astype(np.float16)
         elif qtype != QT.F32:
             data = quantize(data, qtype)

