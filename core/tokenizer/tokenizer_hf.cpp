@@ -271,9 +271,41 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+// BPE merges for a SentencePiece vocabulary, as transformers' converter makes
+// them: every split of a piece into two pieces, ordered by the piece's score
+// (best first), then by the halves' ids. spm_scores_from_merges inverts it.
+json spm_merges(const TokenizerData& d) {
+  std::unordered_map<std::string_view, int32_t> id;
+  for (size_t i = 0; i < d.tokens.size(); ++i) id.emplace(d.tokens[i], static_cast<int32_t>(i));
+  struct Merge {
+    float score;
+    int32_t left, right;
+  };
+  std::vector<Merge> all;
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const std::string_view t = d.tokens[i];
+    const size_t first = all.size();
+    for (size_t k = 1; k < t.size(); ++k) {
+      if ((static_cast<uint8_t>(t[k]) & 0xC0) == 0x80) continue;  // split between characters only
+      auto l = id.find(t.substr(0, k)), r = id.find(t.substr(k));
+      if (l != id.end() && r != id.end()) all.push_back({d.scores.empty() ? 0.0f : d.scores[i], l->second, r->second});
+    }
+    std::sort(all.begin() + static_cast<std::ptrdiff_t>(first), all.end(),
+              [](const Merge& a, const Merge& b) { return a.left != b.left ? a.left < b.left : a.right < b.right; });
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json merges = json::array();
+  for (const Merge& m : all) merges.push_back({d.tokens[static_cast<size_t>(m.left)], d.tokens[static_cast<size_t>(m.right)]});
+  return merges;
+}
+
+}  // namespace
+
 void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template, const std::string& dir) {
-  if (d.model != "gpt2")
-    throw Error("writing a " + d.model + " (SentencePiece) vocabulary as tokenizer.json is not supported yet (byte-level BPE only)");
+  const bool spm = d.model == "llama";
+  if (!spm && d.model != "gpt2") throw Error("writing a " + d.model + " vocabulary as tokenizer.json is not supported");
   const fs::path folder(dir);
   json vocab = json::object(), merges = json::array(), added = json::array();
   for (size_t i = 0; i < d.tokens.size(); ++i) {
@@ -283,13 +315,17 @@ void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template
       added.push_back({{"id", i}, {"content", d.tokens[i]}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                        {"normalized", false}, {"special", type == TokenType::control}});
   }
-  for (const std::string& m : d.merges) {
-    const size_t space = m.find(' ');
-    if (space == std::string::npos) throw Error("malformed BPE merge \"" + m + "\"");
-    merges.push_back({m.substr(0, space), m.substr(space + 1)});
+  if (spm) {
+    merges = spm_merges(d);
+  } else {
+    for (const std::string& m : d.merges) {
+      const size_t space = m.find(' ');
+      if (space == std::string::npos) throw Error("malformed BPE merge \"" + m + "\"");
+      merges.push_back({m.substr(0, space), m.substr(space + 1)});
+    }
   }
-  const json level = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
-  json post = level;
+  json post = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
+  if (spm) post = nullptr;
   if (d.add_bos && d.bos_id >= 0) {  // BOS before the text, as tokenizer_config.json's add_bos_token says
     const std::string bos = d.tokens[static_cast<size_t>(d.bos_id)];
     post = {{"type", "TemplateProcessing"},
@@ -298,18 +334,35 @@ void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template
                       {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
             {"special_tokens", {{bos, {{"id", bos}, {"ids", {d.bos_id}}, {"tokens", {bos}}}}}}};
   }
+  json normalizer = nullptr, pre = nullptr, decoder;
+  if (spm) {  // as transformers converts SentencePiece models: spaces as U+2581, byte fallback
+    const std::string space = "\xe2\x96\x81";
+    const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+    if (d.add_space_prefix && d.space_prefix_first_only)
+      pre = {{"type", "Metaspace"}, {"replacement", space}, {"prepend_scheme", "first"}, {"split", false}};
+    else if (d.add_space_prefix)
+      normalizer = {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", space}}, replace}}};
+    else
+      normalizer = replace;
+    json steps = {{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}}, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+    if (d.add_space_prefix) steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    decoder = {{"type", "Sequence"}, {"decoders", steps}};
+  } else {
+    pre = pre_tokenizer_json(d.pre);
+    decoder = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  }
+  const bool has_unk = spm && d.unk_id >= 0 && d.unk_id < static_cast<int32_t>(d.tokens.size());
   const json tokenizer = {
-      {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added}, {"normalizer", nullptr},
-      {"pre_tokenizer", pre_tokenizer_json(d.pre)}, {"post_processor", post},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added}, {"normalizer", normalizer},
+      {"pre_tokenizer", pre}, {"post_processor", post}, {"decoder", decoder},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-        {"vocab", vocab}, {"merges", merges}}}};
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", has_unk ? json(d.tokens[static_cast<size_t>(d.unk_id)]) : json()},
+        {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr}, {"fuse_unk", spm}, {"byte_fallback", spm},
+        {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}}}};
   write_text(folder / "tokenizer.json", tokenizer.dump());
 
   auto token = [&](int32_t id) { return id >= 0 && id < static_cast<int32_t>(d.tokens.size()) ? json(d.tokens[static_cast<size_t>(id)]) : json(); };
-  json config = {{"tokenizer_class", "GPT2Tokenizer"}, {"add_bos_token", d.add_bos}, {"add_eos_token", d.add_eos},
+  json config = {{"tokenizer_class", spm ? "LlamaTokenizerFast" : "GPT2Tokenizer"}, {"add_bos_token", d.add_bos}, {"add_eos_token", d.add_eos},
                  {"bos_token", token(d.bos_id)}, {"eos_token", token(d.eos_id)}, {"unk_token", token(d.unk_id)},
                  {"pad_token", token(d.pad_id)}};
   if (!chat_template.empty()) config["chat_template"] = chat_template;

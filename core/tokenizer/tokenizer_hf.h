@@ -20,9 +20,9 @@ struct HfTokenizer {
 HfTokenizer load_tokenizer_hf(const std::string& dir);
 
 // The other way: writes dir/tokenizer.json, tokenizer_config.json and
-// generation_config.json for a byte-level BPE vocabulary (a GGUF file's), as
-// transformers writes them; load_tokenizer_hf gives the same tokenizer back.
-// Error for SentencePiece vocabularies and unknown pre-tokenizers.
+// generation_config.json for a GGUF file's vocabulary, as transformers writes
+// them (SentencePiece ones as byte-fallback BPE with merges from the scores);
+// load_tokenizer_hf gives the same tokenizer back. Error for unknown pre-tokenizers.
 void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template, const std::string& dir);
 
 }  // namespace basalt

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/gguf/gguf.h"
+#include "core/tokenizer/tokenizer_gguf.h"
 #include "core/tokenizer/tokenizer_hf.h"
 #include "tests/unit/test_paths.h"
 
@@ -87,6 +89,36 @@ TEST(TokenizerHf, MetaspaceFirstPrefixesOnlyTheStart) {
   for (int32_t id : none.encode("user says", false, false)) want.push_back(id);
   EXPECT_EQ(show(first.encode("Hi<start_of_turn>user says", false, true)), show(want));
   EXPECT_NE(show(every.encode("Hi<start_of_turn>user says", false, true)), show(want));  // there "user" gets the prefix
+}
+
+// write_tokenizer_hf (what `basalt quantize` writes for a GGUF source) reads
+// back as the same tokenizer: the same ids on every reference string, for the
+// byte-level BPE SmolLM2 and the SentencePiece Gemma 3 vocabularies.
+TEST(TokenizerHf, WrittenTokenizerReadsBack) {
+  for (const std::string base : {"smollm2", "gemma3"}) {
+    const TokenizerData data = load_tokenizer_data(GgufFile::open(base == "gemma3" ? test::gemma3_path() : test::smollm2_path()));
+    const std::string dir = test::temp_dir("tokenizer_hf_written_" + base);
+    write_tokenizer_hf(data, "{{ messages }}", dir);
+    HfTokenizer back = load_tokenizer_hf(dir);
+    EXPECT_EQ(back.chat_template, "{{ messages }}");
+    const Tokenizer original(data), written(std::move(back.data));
+    EXPECT_EQ(written.n_vocab(), original.n_vocab());
+    EXPECT_EQ(written.bos_id(), original.bos_id());
+    EXPECT_EQ(written.eos_id(), original.eos_id());
+    EXPECT_EQ(written.add_bos(), original.add_bos());
+    std::ifstream in(test::data_path("tokenizer/" + base + ".json"));
+    const nlohmann::json refs = nlohmann::json::parse(in);
+    int n = 0;
+    for (const auto& c : refs["cases"]) {
+      const std::string text = c["text"];
+      ASSERT_EQ(show(written.encode(text, c["add_special"], c["parse_special"])),
+                show(original.encode(text, c["add_special"], c["parse_special"])))
+          << base << ": " << nlohmann::json(text).dump();
+      ++n;
+    }
+    EXPECT_GT(n, 100);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 std::string load_error(const std::string& tokenizer_json) {
