@@ -83,7 +83,12 @@ class CpuBackend final : public Backend {
         out_q.valid = fused_q != nullptr;
         break;
       case Op::add: cpu::add(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
-      case Op::moe: cpu::moe_ffn(*n.moe, in0, out, rows, w_out, moe_scratch_); break;
+      case Op::moe:
+        moe_scratch_.observer = nullptr;
+        if (ctx.expert_inputs)
+          moe_scratch_.observer = [&](int64_t e, int which, const float* x, int64_t ne) { ctx.expert_inputs(n.layer, e, which, x, ne); };
+        cpu::moe_ffn(*n.moe, in0, out, rows, w_out, moe_scratch_);
+        break;
       case Op::gather_out:
         for (size_t i = 0; i < ctx.out_rows.size(); ++i)
           std::memmove(out + i * w_out, in0 + ctx.out_rows[i] * w_out, sizeof(float) * w_out);

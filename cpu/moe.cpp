@@ -28,6 +28,26 @@ void route_top_k(const float* logits, int64_t n_expert, int64_t k, int32_t* ids,
   for (int64_t i = 0; i < k; ++i) weights[i] /= total;
 }
 
+namespace {
+
+// x [n][w] in the order perm gives (GPTQ act-order; nullptr: as it is), and its
+// int8 form when the weight wants one.
+const float* gather(const float* x, int64_t n, int64_t w, const int32_t* perm, std::vector<float>& buf, QuantizedActs& q,
+                    bool quantize, const QuantizedActs** xq) {
+  const float* out = x;
+  if (perm) {
+    buf.resize(static_cast<size_t>(n * w));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t k = 0; k < w; ++k) buf[static_cast<size_t>(t * w + k)] = x[t * w + perm[k]];
+    out = buf.data();
+  }
+  *xq = nullptr;
+  if (quantize) quantize_activations(out, n, w, q), *xq = &q;
+  return out;
+}
+
+}  // namespace
+
 void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d, MoeScratch& s) {
   const int64_t E = m.n_expert, K = m.n_used, F = m.n_ff;
   // 1. Router logits for every token, then each token's top k.
@@ -59,16 +79,20 @@ void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d
     const int64_t ne = static_cast<int64_t>(s.tokens.size());
     if (ne == 0) continue;
     for (int64_t i = 0; i < ne; ++i) std::copy_n(x + s.tokens[i] * d, d, s.xe.data() + i * d);
+    if (s.observer) s.observer(e, 0, s.xe.data(), ne);
+    const int32_t *gate_perm = m.gate->perm_of(e), *up_perm = m.up->perm_of(e), *down_perm = m.down->perm_of(e);
+    const bool same_order = gate_perm == nullptr ? up_perm == nullptr : up_perm && std::equal(gate_perm, gate_perm + d, up_perm);
     const QuantizedActs* xq = nullptr;
-    if (q_experts) {
-      quantize_activations(s.xe.data(), ne, d, s.hq);
-      xq = &s.hq;
-    }
-    matmul({m.gate, s.xe.data(), xq, ne, s.gate.data(), F, e * F, (e + 1) * F});
-    matmul({m.up, s.xe.data(), xq, ne, s.up.data(), F, e * F, (e + 1) * F});
-    const QuantizedActs* hq = m.down->format == WeightFormat::qa ? &s.hq : nullptr;
-    swiglu(s.gate.data(), s.up.data(), s.gate.data(), ne, F, hq ? &s.hq : nullptr);
-    matmul({m.down, s.gate.data(), hq, ne, s.ye.data(), d, e * d, (e + 1) * d});
+    const float* xg = gather(s.xe.data(), ne, d, gate_perm, s.xp, s.hq, q_experts, &xq);
+    matmul({m.gate, xg, xq, ne, s.gate.data(), F, e * F, (e + 1) * F});
+    if (!same_order) xg = gather(s.xe.data(), ne, d, up_perm, s.xp, s.hq, q_experts, &xq);
+    matmul({m.up, xg, xq, ne, s.up.data(), F, e * F, (e + 1) * F});
+    const bool q_down = m.down->format == WeightFormat::qa;
+    swiglu(s.gate.data(), s.up.data(), s.gate.data(), ne, F, q_down && !down_perm ? &s.hq : nullptr);
+    if (s.observer) s.observer(e, 1, s.gate.data(), ne);
+    const QuantizedActs* hq = q_down ? &s.hq : nullptr;
+    const float* h = down_perm ? gather(s.gate.data(), ne, F, down_perm, s.xp, s.hq, q_down, &hq) : s.gate.data();
+    matmul({m.down, h, hq, ne, s.ye.data(), d, e * d, (e + 1) * d});
     for (int64_t i = 0; i < ne; ++i) {
       float* yt = y + s.tokens[i] * d;
       const float* ye = s.ye.data() + i * d;

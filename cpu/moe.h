@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/graph/graph.h"
@@ -13,11 +14,14 @@ namespace basalt::cpu {
 
 struct MoeScratch {
   std::vector<float> logits, xe, gate, up, ye;
+  std::vector<float> xp;  // an expert's input in its act-order (GPTQ) column order
   std::vector<int32_t> tokens;
   std::vector<float> weights;
   std::vector<int32_t> choice;  // [n][k] expert ids
   std::vector<float> choice_w;  // [n][k] their weights
   QuantizedActs xq, hq;
+  // Sees each expert's inputs (which 0: gate/up's, 1: down's), in the model's input order; may be empty.
+  std::function<void(int64_t expert, int which, const float* x, int64_t rows)> observer;
 };
 
 // Softmax over all experts' router logits, keep the top k, renormalize their

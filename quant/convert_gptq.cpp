@@ -105,7 +105,7 @@ Weight weight_from_gptq(const GptqTensors& t, const GptqParams& p, int64_t n_out
   const Packed z{*t.qzeros, p.bits, n_out / per};
   const int stored_offset = p.v2 ? 0 : 1;  // the gptq format stores zero - 1
   const int sym_zero = 1 << (p.bits - 1);
-  bool sym = true;
+  bool sym = !p.keep_zeros;
   for (int64_t g = 0; g < n_groups && sym; ++g)
     for (int64_t o = 0; o < n_out && sym; ++o) sym = z.value(g, o) + stored_offset == sym_zero;
   const QaScales enc = sym ? QaScales::f16_sym : QaScales::f16_zero;

@@ -27,6 +27,7 @@ struct GptqParams {
   int bits = 4;                // 4 or 8
   int64_t group_size = 128;    // a multiple of 32, or -1: one group per row
   bool v2 = false;             // zeros stored as they are (checkpoint_format gptq_v2)
+  bool keep_zeros = false;     // f16_zero even where every zero is 2^(bits-1) (experts stack in one encoding)
 };
 
 struct GptqTensors {

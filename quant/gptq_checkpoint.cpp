@@ -44,8 +44,10 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
   if (s.arch != "llama" && s.arch != "qwen2")
     throw Error("quantize: writing an HF config for architecture " + s.arch + " is not supported (llama, qwen2)");
   const bool qwen2 = s.arch == "qwen2";
-  json c = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : (s.sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM")}},
-            {"model_type", qwen2 ? "qwen2" : (s.sliding_window ? "mistral" : "llama")},
+  const char* cls = qwen2 ? "Qwen2ForCausalLM" : s.is_moe() ? "MixtralForCausalLM" : s.sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM";
+  const char* type = qwen2 ? "qwen2" : s.is_moe() ? "mixtral" : s.sliding_window ? "mistral" : "llama";
+  json c = {{"architectures", {cls}},
+            {"model_type", type},
             {"vocab_size", s.n_vocab},
             {"hidden_size", s.n_embd},
             {"intermediate_size", s.n_ff},
@@ -63,6 +65,7 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
   if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 1.0 / s.rope_freq_scale}};
   if (s.sliding_window) c["sliding_window"] = s.sliding_window;
   if (qwen2) c["use_sliding_window"] = false;
+  if (s.is_moe()) c["num_local_experts"] = s.n_expert, c["num_experts_per_tok"] = s.n_expert_used;
   if (tok.bos_id() >= 0) c["bos_token_id"] = tok.bos_id();
   if (tok.eos_id() >= 0) c["eos_token_id"] = tok.eos_id();
   return c;
@@ -115,7 +118,7 @@ class TensorList {
 
 }  // namespace
 
-void write_gptq_checkpoint(const Model& model, const std::string& source, const std::vector<std::vector<GptqPacked>>& layers,
+void write_gptq_checkpoint(const Model& model, const std::string& source, const std::vector<std::vector<QuantizedLinear>>& layers,
                            const ModelQuantizeOptions& o, const CheckpointProvenance& provenance, const std::string& dir) {
   const ModelSpec& s = model.spec();
   const fs::path out(dir), partial(dir + ".partial"), in(source);
@@ -139,10 +142,9 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
     const std::string p = "model.layers." + std::to_string(i) + ".";
     t.vector(p + "input_layernorm.weight", l.attn_norm);
     t.vector(p + "post_attention_layernorm.weight", l.ffn_norm);
-    for (size_t li = 0; li < kNumBlockLinears; ++li) {
-      const Weight* w = &(l.*kBlockLinears[li].member);
-      t.gptq(p + kBlockLinears[li].hf_name, layers[static_cast<size_t>(i)][li], w == &l.wq ? q_rows : w == &l.wk ? k_rows : std::vector<int32_t>{});
-    }
+    for (const QuantizedLinear& q : layers[static_cast<size_t>(i)])
+      t.gptq(p + q.name, q.packed, q.name == "self_attn.q_proj" ? q_rows : q.name == "self_attn.k_proj" ? k_rows : std::vector<int32_t>{});
+    if (s.is_moe()) t.matrix(p + "block_sparse_moe.gate.weight", l.router);
     if (!l.bq.empty()) t.vector(p + "self_attn.q_proj.bias", l.bq, q_rows);
     if (!l.bk.empty()) t.vector(p + "self_attn.k_proj.bias", l.bk, k_rows);
     if (!l.bv.empty()) t.vector(p + "self_attn.v_proj.bias", l.bv);

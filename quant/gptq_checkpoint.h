@@ -29,7 +29,7 @@ struct CheckpointProvenance {
 // source: the path the model was loaded from (an HF folder or a GGUF file).
 // layers: quantize_model's result. dir must not exist yet; the folder is
 // written as dir + ".partial" and renamed at the end.
-void write_gptq_checkpoint(const Model& model, const std::string& source, const std::vector<std::vector<GptqPacked>>& layers,
+void write_gptq_checkpoint(const Model& model, const std::string& source, const std::vector<std::vector<QuantizedLinear>>& layers,
                            const ModelQuantizeOptions& o, const CheckpointProvenance& provenance, const std::string& dir);
 
 }  // namespace basalt

@@ -2,6 +2,7 @@
 #include "quant/gptq_model.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstring>
 #include <map>
 
@@ -14,9 +15,10 @@ namespace basalt {
 
 namespace {
 
-std::vector<float> dequantized(const Weight& w) {
-  std::vector<float> f(static_cast<size_t>(w.rows * w.cols));
-  for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w, r, f.data() + r * w.cols);
+// Rows [r0, r1) as floats.
+std::vector<float> dequantized(const Weight& w, int64_t r0, int64_t r1) {
+  std::vector<float> f(static_cast<size_t>((r1 - r0) * w.cols));
+  for (int64_t r = r0; r < r1; ++r) dequantize_row(w, r, f.data() + (r - r0) * w.cols);
   return f;
 }
 
@@ -54,9 +56,10 @@ struct LayerInput {
 
 class BlockCalibration {
  public:
-  BlockCalibration(const Graph& g, const LayerWeights& l, int layer) {
+  // The block's first n_linear entries of kBlockLinears (4 for an MoE block: attention only).
+  BlockCalibration(const Graph& g, const LayerWeights& l, int layer, size_t n_linear) {
     std::map<int, int> reader;  // tensor -> the input its current contents are (-1: none yet)
-    linear_input_.assign(kNumBlockLinears, -1);
+    linear_input_.assign(n_linear, -1);
     for (size_t j = 0; j < g.nodes.size(); ++j) {
       const Node& n = g.nodes[j];
       if (n.layer != layer) continue;
@@ -67,12 +70,12 @@ class BlockCalibration {
           it = reader.insert_or_assign(n.in[0], static_cast<int>(inputs_.size()) - 1).first;
         }
         node_input_[j] = it->second;
-        for (size_t li = 0; li < kNumBlockLinears; ++li)
+        for (size_t li = 0; li < n_linear; ++li)
           if (n.weight == &(l.*kBlockLinears[li].member)) linear_input_[li] = it->second;
       }
       reader[n.out] = -1;  // overwritten: later readers see new contents
     }
-    for (size_t li = 0; li < kNumBlockLinears; ++li)
+    for (size_t li = 0; li < n_linear; ++li)
       if (linear_input_[li] < 0) throw Error("internal: linear layer " + std::string(kBlockLinears[li].hf_name) + " not in the graph");
     for (LayerInput& in : inputs_) in.h.assign(static_cast<size_t>(in.n * in.n), 0.0);
   }
@@ -102,37 +105,66 @@ class BlockCalibration {
 
 }  // namespace
 
-std::vector<std::vector<GptqPacked>> quantize_model(Model& model, const std::vector<std::vector<int32_t>>& windows,
-                                                    const ModelQuantizeOptions& o,
-                                                    const std::function<void(const QuantizeProgress&)>& progress) {
+std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std::vector<std::vector<int32_t>>& windows,
+                                                         const ModelQuantizeOptions& o,
+                                                         const std::function<void(const QuantizeProgress&)>& progress) {
   const ModelSpec& s = model.spec();
-  if (s.is_moe()) throw Error("quantize: models with experts (MoE) are not supported yet");
-  for (int64_t i = 0; i < s.n_layer; ++i)
-    for (const BlockLinear& b : kBlockLinears)
-      if (!(model.layer(i).*b.member).input_perm.empty() || (model.layer(i).*b.member).scales == QaScales::f16_zero)
-        throw Error("quantize: the model is GPTQ-quantized already");
+  const size_t n_dense = s.is_moe() ? kNumAttentionLinears : std::size(kBlockLinears);
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    const LayerWeights& l = model.layer(i);
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps, &l.down_exps})
+      if (!w->input_perm.empty() || w->scales == QaScales::f16_zero) throw Error("quantize: the model is GPTQ-quantized already");
+  }
   if (o.gptq && windows.empty()) throw Error("quantize: GPTQ needs calibration windows");
   auto report = [&](int64_t layer, const char* stage, double fraction) {
     if (progress) progress({layer, s.n_layer, stage, fraction});
   };
 
-  std::vector<std::vector<GptqPacked>> packed(static_cast<size_t>(s.n_layer), std::vector<GptqPacked>(kNumBlockLinears));
-  auto install = [&](int64_t layer, size_t li, const GptqLayer& q) {
+  std::vector<std::vector<QuantizedLinear>> out(static_cast<size_t>(s.n_layer));
+  // Dense layer li of block i, from its GptqLayer: packed, and swapped into the model.
+  auto install = [&](int64_t i, size_t li, const GptqLayer& q) {
     GptqPacked p = gptq_pack(q, o.layer, o.v2);
-    Weight& w = model.layer_for_update(layer).*kBlockLinears[li].member;
+    Weight& w = model.layer_for_update(i).*kBlockLinears[li].member;
     w = gptq_packed_weight(p, w.name);
-    packed[static_cast<size_t>(layer)][li] = std::move(p);
+    out[static_cast<size_t>(i)].push_back({kBlockLinears[li].hf_name, std::move(p)});
+  };
+  // Block i's experts: quantize(e, which input (0: gate/up's, 1: down's), the stacked weight, e's rows) gives
+  // each expert's layer; stacked back into the model.
+  auto install_experts = [&](int64_t i, const std::function<GptqLayer(int64_t, int, const Weight&, int64_t, int64_t)>& quantize) {
+    LayerWeights& l = model.layer_for_update(i);
+    struct Part {
+      Weight LayerWeights::*member;
+      const char* hf;
+      int which;
+    };
+    const Part parts[] = {{&LayerWeights::gate_exps, "w1", 0}, {&LayerWeights::down_exps, "w2", 1}, {&LayerWeights::up_exps, "w3", 0}};
+    std::vector<std::vector<Weight>> engine(3);
+    for (int64_t e = 0; e < s.n_expert; ++e)
+      for (size_t k = 0; k < 3; ++k) {
+        const Weight& w = l.*parts[k].member;
+        GptqPacked p = gptq_pack(quantize(e, parts[k].which, w, e * w.mat_rows, (e + 1) * w.mat_rows), o.layer, o.v2);
+        engine[k].push_back(gptq_packed_weight(p, w.name));
+        out[static_cast<size_t>(i)].push_back({"block_sparse_moe.experts." + std::to_string(e) + "." + parts[k].hf, std::move(p)});
+      }
+    for (size_t k = 0; k < 3; ++k) {
+      Weight& w = l.*parts[k].member;
+      w = stack_weights(std::move(engine[k]), w.name);
+    }
   };
 
   if (!o.gptq) {
     for (int64_t i = 0; i < s.n_layer; ++i) {
-      for (size_t li = 0; li < kNumBlockLinears; ++li) {
+      for (size_t li = 0; li < n_dense; ++li) {
         const Weight& w = model.layer(i).*kBlockLinears[li].member;
-        install(i, li, rtn_quantize(dequantized(w).data(), w.rows, w.cols, o.layer));
+        install(i, li, rtn_quantize(dequantized(w, 0, w.rows).data(), w.rows, w.cols, o.layer));
       }
+      if (s.is_moe())
+        install_experts(i, [&](int64_t, int, const Weight& w, int64_t r0, int64_t r1) {
+          return rtn_quantize(dequantized(w, r0, r1).data(), r1 - r0, w.cols, o.layer);
+        });
       report(i, "solving", static_cast<double>(i + 1) / static_cast<double>(s.n_layer));
     }
-    return packed;
+    return out;
   }
 
   int64_t longest = 0, total = 0;
@@ -177,18 +209,40 @@ std::vector<std::vector<GptqPacked>> quantize_model(Model& model, const std::vec
   // Per block: calibration 45% of its time, solving 10%, the update pass 45% (roughly; for the ETA only).
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const double base = static_cast<double>(i) / static_cast<double>(s.n_layer), span = 1.0 / static_cast<double>(s.n_layer);
-    BlockCalibration calib(exec.graph(), model.layer(i), static_cast<int>(i));
+    BlockCalibration calib(exec.graph(), model.layer(i), static_cast<int>(i), n_dense);
+    // MoE: H of each expert's two inputs (gate/up's, down's), from the tokens routed to it.
+    std::vector<std::vector<double>> expert_h(static_cast<size_t>(2 * s.n_expert));
+    GramAccumulator expert_gram;
     exec.set_before_node([&](size_t node, const RunContext& ctx) { calib.observe(node, ctx); });
+    if (s.is_moe())
+      exec.set_expert_inputs([&](int layer, int64_t e, int which, const float* xe, int64_t rows) {
+        if (layer != i) return;
+        const int64_t n = which == 0 ? s.n_embd : s.n_ff;
+        std::vector<double>& h = expert_h[static_cast<size_t>(2 * e + which)];
+        if (h.empty()) h.assign(static_cast<size_t>(n * n), 0.0);
+        expert_gram.add(xe, rows, n, h);
+      });
     pass(static_cast<int>(i), false, "calibrating", base, base + 0.45 * span);
     exec.set_before_node({});
-    for (size_t li = 0; li < kNumBlockLinears; ++li) {
+    exec.set_expert_inputs({});
+    for (size_t li = 0; li < n_dense; ++li) {
       const Weight& w = model.layer(i).*kBlockLinears[li].member;
-      install(i, li, gptq_quantize(dequantized(w).data(), w.rows, w.cols, calib.hessian(li, o.layer), o.layer));
-      report(i, "solving", base + span * (0.45 + 0.1 * static_cast<double>(li + 1) / kNumBlockLinears));
+      install(i, li, gptq_quantize(dequantized(w, 0, w.rows).data(), w.rows, w.cols, calib.hessian(li, o.layer), o.layer));
+      report(i, "solving", base + span * (0.45 + 0.1 * static_cast<double>(li + 1) / static_cast<double>(n_dense)));
+    }
+    if (s.is_moe()) {
+      std::vector<GptqHessian> prepared(expert_h.size());
+      install_experts(i, [&](int64_t e, int which, const Weight& w, int64_t r0, int64_t r1) {
+        const size_t k = static_cast<size_t>(2 * e + which);
+        const std::vector<float> dense = dequantized(w, r0, r1);
+        if (expert_h[k].empty() && prepared[k].n == 0) return rtn_quantize(dense.data(), r1 - r0, w.cols, o.layer);  // never routed to
+        if (prepared[k].n == 0) prepared[k] = gptq_prepare(std::move(expert_h[k]), w.cols, o.layer);
+        return gptq_quantize(dense.data(), r1 - r0, w.cols, prepared[k], o.layer);
+      });
     }
     pass(static_cast<int>(i), true, "updating", base + 0.55 * span, base + span);
   }
-  return packed;
+  return out;
 }
 
 }  // namespace basalt

@@ -6,12 +6,14 @@
 // another; o and down have their own), the solver (quant/gptq_solver.h)
 // quantizes each layer, and a second pass runs the block with its quantized
 // weights to give block i + 1 its inputs, so later blocks correct for the
-// error of earlier ones. Memory: the windows' residual stream and one
-// block's Hessians.
+// error of earlier ones. MoE experts get their Hessians from the tokens the
+// router sends them (RunContext::expert_inputs). Memory: the windows'
+// residual stream and one block's Hessians.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/model/model.h"
@@ -27,7 +29,8 @@ struct ModelQuantizeOptions {
   int64_t ubatch = 512;  // tokens per calibration batch
 };
 
-// The linear layers of a block that are quantized, by their HF names.
+// The linear layers of a block that are quantized, by their HF names (an MoE
+// block has the first four, then each expert's w1, w2, w3).
 struct BlockLinear {
   const char* hf_name;  // under model.layers.N.
   Weight LayerWeights::*member;
@@ -37,7 +40,13 @@ inline constexpr BlockLinear kBlockLinears[] = {
     {"self_attn.o_proj", &LayerWeights::wo}, {"mlp.gate_proj", &LayerWeights::w_gate}, {"mlp.up_proj", &LayerWeights::w_up},
     {"mlp.down_proj", &LayerWeights::w_down},
 };
-inline constexpr size_t kNumBlockLinears = sizeof(kBlockLinears) / sizeof(kBlockLinears[0]);
+inline constexpr size_t kNumAttentionLinears = 4;
+
+// A quantized layer of block N, named as under model.layers.N.
+struct QuantizedLinear {
+  std::string name;  // "self_attn.q_proj", "block_sparse_moe.experts.3.w1"
+  GptqPacked packed;
+};
 
 struct QuantizeProgress {
   int64_t layer, n_layer;
@@ -46,12 +55,13 @@ struct QuantizeProgress {
 };
 
 // Quantizes the blocks' linear layers in place (each becomes the engine form
-// of its packed layer) and returns the packed layers, [layer][kBlockLinears].
-// windows: the calibration token sequences (unused by round-to-nearest). The
-// token embedding and the output layer are left as they are. Error for MoE
-// models, models already GPTQ-quantized, and no windows for GPTQ.
-std::vector<std::vector<GptqPacked>> quantize_model(Model& model, const std::vector<std::vector<int32_t>>& windows,
-                                                    const ModelQuantizeOptions& o,
-                                                    const std::function<void(const QuantizeProgress&)>& progress = {});
+// of its packed layer) and returns the packed layers per block. windows: the
+// calibration token sequences (unused by round-to-nearest). The token
+// embedding, the output layer and MoE routers are left as they are; an expert
+// that no calibration token reaches is rounded to nearest. Error for models
+// already GPTQ-quantized, and no windows for GPTQ.
+std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std::vector<std::vector<int32_t>>& windows,
+                                                         const ModelQuantizeOptions& o,
+                                                         const std::function<void(const QuantizeProgress&)>& progress = {});
 
 }  // namespace basalt

@@ -47,8 +47,10 @@ struct Weight {
   const uint8_t* data = nullptr;  // owned below or borrowed from the mapped file
   AlignedBytes owned;
   // Column k of the matrix multiplies input input_perm[k] (GPTQ act-order,
-  // its groups made contiguous at load); empty: the identity.
+  // its groups made contiguous at load); empty: the identity. Stacked
+  // experts: matrix m's order at [m * cols, (m + 1) * cols).
   std::vector<int32_t> input_perm;
+  const int32_t* perm_of(int64_t mat) const { return input_perm.empty() ? nullptr : input_perm.data() + mat * cols; }
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }  // dense
   int64_t tiles_per_mat() const { return (mat_rows + 15) / 16; }
@@ -68,6 +70,10 @@ struct QaBlockParams {
   float scale[2], bias[2];
   int zero;
 };
+
+// Matrices of one format and shape stacked into one weight (MoE experts:
+// mat_rows = each part's rows; input orders kept per matrix). Error if they differ.
+Weight stack_weights(std::vector<Weight> parts, const std::string& name);
 
 // Reference decoding of one row to floats (the definition of each format).
 void dequantize_row(const Weight& w, int64_t r, float* out);

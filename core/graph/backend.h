@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/graph/graph.h"
@@ -20,6 +21,9 @@ struct RunContext {
   KvCache* kv;
   std::vector<float*> buffers;     // per tensor: [rows][width]
   std::vector<int32_t> out_rows;   // batch rows that want logits, in order
+  // Called by MoE ops with each expert's inputs (which 0: its gate/up input
+  // [rows][n_embd], 1: its down input [rows][n_ff]); empty: none. The quantizer's.
+  std::function<void(int layer, int64_t expert, int which, const float* x, int64_t rows)> expert_inputs;
 
   float* buf(int tensor) const { return buffers[static_cast<size_t>(tensor)]; }
   int64_t width(int tensor) const { return graph->tensors[static_cast<size_t>(tensor)].width; }

@@ -35,6 +35,8 @@ class Executor {
   // Called before each node runs (its index in graph().nodes); empty: none.
   using NodeHook = std::function<void(size_t node, const RunContext& ctx)>;
   void set_before_node(NodeHook hook) { before_node_ = std::move(hook); }
+  // Called with each MoE expert's inputs (RunContext::expert_inputs); empty: none.
+  void set_expert_inputs(decltype(RunContext::expert_inputs) hook) { ctx_.expert_inputs = std::move(hook); }
 
   int64_t max_batch() const { return max_batch_; }
   const Graph& graph() const { return graph_; }

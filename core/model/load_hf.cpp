@@ -39,7 +39,7 @@ class HfTensors {
   // GPTQ's prefix.qweight (with qzeros, scales, g_idx) converted exactly.
   // A bias is read by the caller where the architecture has one; anywhere
   // else only an all-zero one (AutoGPTQ writes those) is accepted.
-  Weight linear(const std::string& prefix, int64_t n_out, int64_t n_in, bool has_bias = false) {
+  Weight linear(const std::string& prefix, int64_t n_out, int64_t n_in, bool has_bias = false, bool keep_zeros = false) {
     if (!has_bias && has(prefix + ".bias")) {
       for (float b : floats(prefix + ".bias", n_out))
         if (b != 0) throw Error(dir_ + ": " + prefix + ".bias: this architecture has no bias there");
@@ -49,6 +49,7 @@ class HfTensors {
     GptqTensors t{set_.find(prefix + ".qweight"), set_.find(prefix + ".qzeros"), set_.find(prefix + ".scales"),
                   set_.find(prefix + ".g_idx")};
     GptqParams params = gptq_->params;
+    params.keep_zeros = keep_zeros;
     if (gptq_->sym) {  // the zeros a symmetric layer stores tell the format, whatever the label says
       const int stored = gptq_uniform_stored_zero(t, params.bits), zero = 1 << (params.bits - 1);
       if (stored == zero - 1 || stored == zero) {
@@ -132,9 +133,21 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
       l.bk = L.floats(p + "self_attn.k_proj.bias", KV);
       l.bv = L.floats(p + "self_attn.v_proj.bias", KV);
     }
-    if (s.is_moe()) {
+    if (s.is_moe() && gptq) {  // GPTQ experts: each converted, then stacked (asym ones all keep their zero points)
       const std::string e = p + "block_sparse_moe.";
-      if (gptq) throw Error(dir + ": GPTQ Mixtral-style experts are not supported yet");
+      l.router = L.weight(e + "gate.weight", s.n_expert, E);
+      std::vector<Weight> w1, w3, w2;
+      for (int64_t x = 0; x < s.n_expert; ++x) {
+        const std::string ex = e + "experts." + std::to_string(x) + ".";
+        w1.push_back(L.linear(ex + "w1", F, E, false, !gptq->sym));
+        w3.push_back(L.linear(ex + "w3", F, E, false, !gptq->sym));
+        w2.push_back(L.linear(ex + "w2", E, F, false, !gptq->sym));
+      }
+      l.gate_exps = stack_weights(std::move(w1), e + "experts.w1");
+      l.up_exps = stack_weights(std::move(w3), e + "experts.w3");
+      l.down_exps = stack_weights(std::move(w2), e + "experts.w2");
+    } else if (s.is_moe()) {
+      const std::string e = p + "block_sparse_moe.";
       l.router = L.weight(e + "gate.weight", s.n_expert, E);
       std::vector<const StTensor*> w1, w3, w2;  // gate, up, down
       for (int64_t x = 0; x < s.n_expert; ++x) {

@@ -8,7 +8,7 @@
 Each case makes a synthetic model (make_model.py), its HF folder
 (make_hf_folder.py) and a GPTQ checkpoint of it (make_gptq.py: bits, group
 size, act-order, sym/asym, the gptq and gptq_v2 zero-point formats, a
-mislabeled file, the three places the config can live). Then:
+mislabeled file, the three places the config can live, Mixtral experts). Then:
 1. every quantized layer as basalt holds it (basalt-dump-logits --weight)
    equals, bit for bit, this file's own numpy dequantization of qweight,
    qzeros, scales and g_idx: w[o][i] = scales[g][o] * (q[i][o] - zero[g][o]),
@@ -21,6 +21,7 @@ mislabeled file, the three places the config can live). Then:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,12 @@ CASES = {
     "q8_g32_act_order_asym_v2": (["--arch", "llama", "--type", "f32"],
                                  ["--bits", "8", "--group-size", "32", "--act-order", "--asym", "--format", "gptq_v2"]),
     "qwen2_q4_g64_asym_bias": (["--arch", "qwen2", "--type", "f32"], ["--bits", "4", "--group-size", "64", "--asym"]),
+    "mixtral_q4_g64_asym_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"],
+                                    ["--bits", "4", "--group-size", "64", "--asym"]),
+    "mixtral_q4_g32_act_order_sym_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"],
+                                             ["--bits", "4", "--group-size", "32", "--act-order"]),
+    "mixtral_q8_g128_sym_experts": (["--arch", "llama", "--type", "f16", "--experts", "4", "--experts-used", "2"],
+                                    ["--bits", "8", "--group-size", "128"]),
 }
 TOKENS = [1, 7, 42, 99, 3, 250, 17, 8, 300, 64, 5, 128, 77, 2, 19, 400]
 
@@ -101,8 +108,11 @@ def main() -> int:
         for prefix in prefixes:
             ref = dequantize(tensors, prefix, bits, v2)
             dense[prefix + ".weight"] = (ref, "F32")
-            run([a.dump_logits, str(t / "gptq"), str(t / "w.f32"), "--weight", prefix])
-            got = np.fromfile(t / "w.f32", dtype="<f4").reshape(ref.shape)
+            # Mixtral experts ...experts.E.w1 are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.
+            m = re.fullmatch(r"(.*\.experts)\.(\d+)\.(w[123])", prefix)
+            name, expert = (f"{m[1]}.{m[3]}", int(m[2])) if m else (prefix, 0)
+            run([a.dump_logits, str(t / "gptq"), str(t / "w.f32"), "--weight", name])
+            got = np.fromfile(t / "w.f32", dtype="<f4").reshape(-1, ref.shape[1])[expert * ref.shape[0]:(expert + 1) * ref.shape[0]]
             same = np.array_equal(got.view(np.uint32), ref.view(np.uint32))
             if not same:
                 bad = np.argwhere(got.view(np.uint32) != ref.view(np.uint32))

@@ -6,8 +6,8 @@
                  [--asym] [--format gptq|gptq_v2] [--label gptq|gptq_v2]
                  [--config-in config|quantize_config|quant_config] [--lm-head] [--seed S]
 
-Every linear layer of the decoder (q/k/v/o, gate/up/down; lm_head with
---lm-head) is quantized with round-to-nearest per group (GPTQ's quantizer:
+Every linear layer of the decoder (q/k/v/o, gate/up/down or each Mixtral
+expert's w1/w2/w3; lm_head with --lm-head) is quantized with round-to-nearest per group (GPTQ's quantizer:
 min/max grid, zero point rounded; sym puts the zero at 2^(bits-1)) and packed
 like AutoGPTQ and GPTQModel do: qweight I32 [in * bits / 32][out], qzeros I32
 [groups][out * bits / 32], scales F16 [groups][out], g_idx I32 [in]. With
@@ -115,7 +115,10 @@ def main() -> int:
     rng = np.random.default_rng(a.seed)
     tensors = read_safetensors(src / "model.safetensors")
     config = json.loads((src / "config.json").read_text())
-    prefixes = [f"model.layers.{i}.{n}" for i in range(config["num_hidden_layers"]) for n in LINEARS]
+    n_expert = config.get("num_local_experts", 0)
+    linears = LINEARS[:4] + tuple(f"block_sparse_moe.experts.{e}.{w}" for e in range(n_expert) for w in ("w1", "w2", "w3")) \
+        if n_expert else LINEARS  # Mixtral: each expert's w1/w2/w3 (the router stays dense, as GPTQ tools leave it)
+    prefixes = [f"model.layers.{i}.{n}" for i in range(config["num_hidden_layers"]) for n in linears]
     if a.lm_head and "lm_head.weight" in tensors:
         prefixes.append("lm_head")
     written = []

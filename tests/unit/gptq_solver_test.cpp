@@ -202,6 +202,36 @@ TEST(GptqPack, EngineWeightIsTheLayerAndOutputsReorder) {
       ASSERT_EQ(a, b) << "row " << r;
     }
   }
+  // Experts stack when format and shape agree (rows of expert e at e * rows), each keeping its input order.
+  {
+    const GptqOptions o{4, 64, false, false};
+    const GptqLayer l = rtn_quantize(p.w.data(), p.n_out, p.n_in, o);
+    std::vector<Weight> parts;
+    parts.push_back(gptq_packed_weight(gptq_pack(l, o, true), "e0"));
+    parts.push_back(gptq_packed_weight(gptq_pack(l, o, true), "e1"));
+    const Weight stacked = stack_weights(std::move(parts), "experts");
+    EXPECT_EQ(stacked.rows, 2 * p.n_out);
+    EXPECT_EQ(stacked.mat_rows, p.n_out);
+    std::vector<float> a(static_cast<size_t>(p.n_in));
+    dequantize_row(stacked, p.n_out + 3, a.data());
+    for (int64_t i = 0; i < p.n_in; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], l.weight(3, i));
+    const GptqOptions ao{4, 64, true, true};
+    std::vector<Weight> mixed;
+    mixed.push_back(gptq_packed_weight(gptq_pack(gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, ao), ao, true), "a0"));
+    mixed.push_back(gptq_packed_weight(gptq_pack(gptq_quantize(p.w.data(), p.n_out, p.n_in, p.h, ao), ao, true), "a1"));
+    const GptqOptions so{4, 64, true, false};
+    mixed.push_back(gptq_packed_weight(gptq_pack(rtn_quantize(p.w.data(), p.n_out, p.n_in, so), so, true), "plain"));  // identity order
+    const std::vector<int32_t> first_order = mixed[0].input_perm;
+    const Weight act = stack_weights(std::move(mixed), "experts");
+    ASSERT_EQ(act.input_perm.size(), static_cast<size_t>(3 * p.n_in));
+    EXPECT_TRUE(std::equal(first_order.begin(), first_order.end(), act.perm_of(1)));
+    for (int64_t k = 0; k < p.n_in; ++k) ASSERT_EQ(act.perm_of(2)[k], k);
+    std::vector<Weight> shapes;
+    shapes.push_back(gptq_packed_weight(gptq_pack(l, o, true), "e0"));
+    const GptqLayer half = rtn_quantize(p.w.data(), p.n_out / 2, p.n_in, o);
+    shapes.push_back(gptq_packed_weight(gptq_pack(half, o, true), "e1"));
+    EXPECT_THROW(stack_weights(std::move(shapes), "experts"), Error);
+  }
   // The gptq format stores zero - 1: an asymmetric zero of 0 needs gptq_v2.
   GptqLayer z = rtn_quantize(p.w.data(), p.n_out, p.n_in, {4, 64, false, false});
   z.zeros[0] = 0;

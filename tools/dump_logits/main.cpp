@@ -31,8 +31,9 @@ int dump_weight(const basalt::Model& model, const std::string& name, const char*
     std::vector<float> all(static_cast<size_t>(w->rows * w->cols)), row(static_cast<size_t>(w->cols));
     for (int64_t r = 0; r < w->rows; ++r) {
       basalt::dequantize_row(*w, r, row.data());
-      for (int64_t k = 0; k < w->cols; ++k)  // column k multiplies input input_perm[k]
-        all[static_cast<size_t>(r * w->cols + (w->input_perm.empty() ? k : w->input_perm[static_cast<size_t>(k)]))] =
+      const int32_t* perm = w->perm_of(r / w->mat_rows);
+      for (int64_t k = 0; k < w->cols; ++k)  // column k multiplies input perm[k]
+        all[static_cast<size_t>(r * w->cols + (perm ? perm[k] : k))] =
             row[static_cast<size_t>(k)];
     }
     return write_floats(out, all) ? 0 : 1;
