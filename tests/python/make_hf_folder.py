@@ -122,10 +122,15 @@ def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None, space
                   "vocab": {t: i for i, t in enumerate(tokens)}, "merges": [m.split(" ", 1) for m in merges]},
     }
     (out / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    write_tokenizer_configs(r, out, tokens, {"tokenizer_class": "GPT2Tokenizer",
+                                             "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False))})
+
+
+def write_tokenizer_configs(r: gguf.GGUFReader, out: Path, tokens: list[str], cfg: dict) -> None:
+    """tokenizer_config.json (cfg + the special tokens and chat template) and generation_config.json."""
     name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
-    cfg = {"tokenizer_class": "GPT2Tokenizer", "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False)),
-           "bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
-           "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
+    cfg |= {"bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
+            "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
     template = field(r, "tokenizer.chat_template")
     if template is not None:
         cfg["chat_template"] = template
@@ -140,16 +145,8 @@ def write_spm_tokenizer(r: gguf.GGUFReader, out: Path, space_prefix: bool | None
     space_prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True)) if space_prefix is None else space_prefix
     add_bos = bool(field(r, "tokenizer.ggml.add_bos_token", True)) if add_bos is None else add_bos
     (out / "tokenizer.json").write_text(json.dumps(spm_tokenizer(r, tokens, types, space_prefix, metaspace), ensure_ascii=False))
-    name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
-    cfg = {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": add_bos, "add_eos_token": False,
-           "bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
-           "unk_token": name("tokenizer.ggml.unknown_token_id"), "pad_token": name("tokenizer.ggml.padding_token_id")}
-    template = field(r, "tokenizer.chat_template")
-    if template is not None:
-        cfg["chat_template"] = template
-    (out / "tokenizer_config.json").write_text(json.dumps(cfg, ensure_ascii=False, indent=2))
-    gen = {"bos_token_id": field(r, "tokenizer.ggml.bos_token_id"), "eos_token_id": field(r, "tokenizer.ggml.eos_token_id")}
-    (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
+    write_tokenizer_configs(r, out, tokens, {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": add_bos,
+                                             "add_eos_token": False})
 
 
 def tensor(r: gguf.GGUFReader, name: str) -> tuple[np.ndarray, str]:
