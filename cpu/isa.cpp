@@ -14,8 +14,9 @@ std::atomic<int> g_forced{-1};
 Isa parse_isa(const std::string& s) {
   if (s == "scalar") return Isa::scalar;
   if (s == "avx2") return Isa::avx2;
+  if (s == "avxvnni") return Isa::avxvnni;
   if (s == "avx512") return Isa::avx512;
-  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avx512");
+  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512");
 }
 }  // namespace
 
@@ -23,6 +24,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
+    case Isa::avxvnni: return "avxvnni";
     case Isa::avx512: return "avx512";
   }
   return "?";
@@ -35,6 +37,7 @@ bool cpu_supports(Isa isa) {
     case Isa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
              __builtin_cpu_supports("bmi2");
+    case Isa::avxvnni: return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avxvnni");
     case Isa::avx512:
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -47,7 +50,10 @@ bool cpu_supports(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = cpu_supports(Isa::avx512) ? Isa::avx512 : cpu_supports(Isa::avx2) ? Isa::avx2 : Isa::scalar;
+  static const Isa best = cpu_supports(Isa::avx512)    ? Isa::avx512
+                          : cpu_supports(Isa::avxvnni) ? Isa::avxvnni
+                          : cpu_supports(Isa::avx2)    ? Isa::avx2
+                                                       : Isa::scalar;
   return best;
 }
 

@@ -38,6 +38,7 @@ void matmul_ref(const MatmulArgs& a);  // cpu/ref: the definition every variant 
 MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel exists for w
 MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
+MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
 MatmulKernel matmul_qa_avx512(const Weight& w);
 void widen_f16_avx2(const uint8_t* src, float* dst, int64_t n);  // n f16 values (F16C) to f32
 #endif

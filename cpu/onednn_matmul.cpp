@@ -50,6 +50,7 @@ class Onednn {
   // what an AVX2-only CPU runs. oneDNN takes this only before its first use.
   Onednn() {
     if (selected_isa() == Isa::avx2) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+    if (selected_isa() == Isa::avxvnni) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
     engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
   }
 

@@ -135,7 +135,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
           kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), rows, 0, rows});
           double ref_norm = 0;
           for (float v : ref) ref_norm = std::max(ref_norm, std::fabs(static_cast<double>(v)));
-          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
             if (!cpu_supports(isa)) {
               std::printf("[ note ] %s kernels not tested: this CPU lacks them\n", isa_name(isa));
               continue;
@@ -201,7 +201,7 @@ TEST(Matmul, StackedExpertsWithPartialTiles) {
       std::vector<float> ref(n_tok * mat_rows), got(ref.size());
       // The same rows in an unstacked weight are the reference.
       kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
         if (!cpu_supports(isa)) continue;
         std::fill(got.begin(), got.end(), NAN);
         matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);

@@ -80,7 +80,7 @@ TEST_F(SessionTest, BatchOfSeveralSequencesEqualsSeparateRuns) {
 TEST_F(SessionTest, GreedyTokensAreTheSameOnEveryIsa) {
   auto m = Model::load(path_);
   std::vector<std::vector<int32_t>> outs;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
     if (!cpu_supports(isa)) continue;
     set_isa(isa);
     Session s(*m, 64, 4);
