@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "quant/gptq_checkpoint.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <list>
@@ -39,6 +41,16 @@ json quantization_config(const ModelQuantizeOptions& o, const CheckpointProvenan
           {"meta", {{"quantizer", {"basalt"}}, {"method", prov.method}, {"calibration", prov.calibration}}}};
 }
 
+// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06).
+double short_decimal(float x) {
+  for (int digits = 6; digits < 9; ++digits) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(x));
+    if (static_cast<float>(std::strtod(buf, nullptr)) == x) return std::strtod(buf, nullptr);
+  }
+  return x;
+}
+
 // config.json for a model read from a GGUF file (the inverse of core/model/hf_config.cpp).
 json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
   if (s.arch != "llama" && s.arch != "qwen2")
@@ -56,13 +68,13 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
             {"num_key_value_heads", s.n_head_kv},
             {"head_dim", s.head_dim},
             {"max_position_embeddings", s.n_ctx_train},
-            {"rms_norm_eps", s.rms_eps},
-            {"rope_theta", s.rope_theta},
+            {"rms_norm_eps", short_decimal(s.rms_eps)},
+            {"rope_theta", short_decimal(s.rope_theta)},
             {"hidden_act", "silu"},
             {"tie_word_embeddings", s.tied_output},
             {"attention_bias", s.attn_bias},
             {"torch_dtype", "float16"}};
-  if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 1.0 / s.rope_freq_scale}};
+  if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", short_decimal(1.0f / s.rope_freq_scale)}};
   if (s.sliding_window) c["sliding_window"] = s.sliding_window;
   if (qwen2) c["use_sliding_window"] = false;
   if (s.is_moe()) c["num_local_experts"] = s.n_expert, c["num_experts_per_tok"] = s.n_expert_used;
