@@ -36,6 +36,7 @@ const std::vector<ComputeKernel>& compute_kernels() {
   static const std::vector<ComputeKernel> k = {
 #if defined(BASALT_X86)
       {"int8_vnni_512", Isa::avx512, 16 * 2 * 64, int8_vnni_avx512},
+      {"int8_vnni_256", Isa::avxvnni, 10 * 2 * 32, int8_vnni_avx2},
       {"int8_avx2", Isa::avx2, 8 * 2 * 32, int8_maddubs_avx2},
       {"fp32_fma_512", Isa::avx512, 16 * 2 * 16, fp32_fma_avx512},
       {"fp32_fma_256", Isa::avx2, 12 * 2 * 8, fp32_fma_avx2},
@@ -148,7 +149,7 @@ Peaks measure_peaks(int threads) {
       return;
     }
   };
-  best({"int8_vnni_512", "int8_avx2"}, &p.int8_gops, &p.int8_kernel);
+  best({"int8_vnni_512", "int8_vnni_256", "int8_avx2"}, &p.int8_gops, &p.int8_kernel);
   best({"fp32_fma_512", "fp32_fma_256"}, &p.fp32_gops, &p.fp32_kernel);
   return p;
 }

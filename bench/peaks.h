@@ -77,6 +77,7 @@ int64_t int8_vnni_avx512(int64_t rounds);
 int64_t fp32_fma_avx512(int64_t rounds);
 uint64_t read_avx512(const uint8_t* p, size_t bytes, int streams);
 int64_t int8_maddubs_avx2(int64_t rounds);
+int64_t int8_vnni_avx2(int64_t rounds);  // AVX-VNNI
 int64_t fp32_fma_avx2(int64_t rounds);
 uint64_t read_avx2(const uint8_t* p, size_t bytes, int streams);
 #endif

@@ -2,8 +2,8 @@
 #include "quant/gptq_model.h"
 
 #include <algorithm>
-#include <iterator>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 #include "core/error.h"
