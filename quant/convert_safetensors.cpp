@@ -36,27 +36,6 @@ Weight weight_from_safetensors(const StTensor& t, const std::string& name) {
   return w;
 }
 
-Weight stacked_weight_from_safetensors(const std::vector<const StTensor*>& experts, const std::string& name) {
-  if (experts.empty()) throw Error("internal: no experts for " + name);
-  Weight first = weight_from_safetensors(*experts[0], name);
-  Weight w;
-  w.name = name;
-  w.format = first.format;
-  w.mat_rows = first.rows;
-  w.rows = first.rows * static_cast<int64_t>(experts.size());
-  w.cols = first.cols;
-  w.row_bytes = first.row_bytes;
-  w.owned = aligned_alloc_bytes(static_cast<size_t>(w.rows) * w.row_bytes);
-  for (size_t e = 0; e < experts.size(); ++e) {
-    const StTensor& t = *experts[e];
-    if (t.dtype != experts[0]->dtype || t.shape != experts[0]->shape)
-      throw Error(*t.file + ": expert tensor " + t.name + " differs in type or shape from " + experts[0]->name);
-    std::memcpy(w.owned.get() + e * t.n_bytes, t.data, t.n_bytes);
-  }
-  w.data = w.owned.get();
-  return w;
-}
-
 std::vector<float> floats_from_safetensors(const StTensor& t) {
   const size_t n = static_cast<size_t>(t.n_elements());
   std::vector<float> out(n);

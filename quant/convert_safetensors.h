@@ -14,9 +14,6 @@ namespace basalt {
 // mapping as it is (its rows are the engine's rows). Error for other dtypes
 // or shapes, naming the tensor.
 Weight weight_from_safetensors(const StTensor& t, const std::string& name);
-// Expert matrices [n_out][n_in] of one dtype, stacked into one weight
-// (experts' rows consecutive, as the MoE kernels expect); copied.
-Weight stacked_weight_from_safetensors(const std::vector<const StTensor*>& experts, const std::string& name);
 // A vector (norm weights, biases) of any float dtype as floats.
 std::vector<float> floats_from_safetensors(const StTensor& t);
 

@@ -177,9 +177,9 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
     config = config_from_spec(s, model.tokenizer());
     write_tokenizer_hf(load_tokenizer_data(GgufFile::open(source)), model.chat_template(), partial.string());
   }
-  config["quantization_config"] = quantization_config(o, provenance);
+  const json qc = quantization_config(o, provenance);
+  config["quantization_config"] = qc;
   write_json(partial / "config.json", config);
-  json qc = quantization_config(o, provenance);
   write_json(partial / "quantize_config.json", qc);
   write_safetensors((partial / "model.safetensors").string(), t.tensors());
   fs::rename(partial, out, ec);

@@ -133,32 +133,20 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
       l.bk = L.floats(p + "self_attn.k_proj.bias", KV);
       l.bv = L.floats(p + "self_attn.v_proj.bias", KV);
     }
-    if (s.is_moe() && gptq) {  // GPTQ experts: each converted, then stacked (asym ones all keep their zero points)
+    if (s.is_moe()) {  // each expert's layers read (dense or GPTQ), then stacked; asym GPTQ ones all keep zero points
       const std::string e = p + "block_sparse_moe.";
+      const bool keep_zeros = gptq && !gptq->sym;
       l.router = L.weight(e + "gate.weight", s.n_expert, E);
-      std::vector<Weight> w1, w3, w2;
+      std::vector<Weight> w1, w3, w2;  // gate, up, down
       for (int64_t x = 0; x < s.n_expert; ++x) {
         const std::string ex = e + "experts." + std::to_string(x) + ".";
-        w1.push_back(L.linear(ex + "w1", F, E, false, !gptq->sym));
-        w3.push_back(L.linear(ex + "w3", F, E, false, !gptq->sym));
-        w2.push_back(L.linear(ex + "w2", E, F, false, !gptq->sym));
+        w1.push_back(L.linear(ex + "w1", F, E, false, keep_zeros));
+        w3.push_back(L.linear(ex + "w3", F, E, false, keep_zeros));
+        w2.push_back(L.linear(ex + "w2", E, F, false, keep_zeros));
       }
       l.gate_exps = stack_weights(std::move(w1), e + "experts.w1");
       l.up_exps = stack_weights(std::move(w3), e + "experts.w3");
       l.down_exps = stack_weights(std::move(w2), e + "experts.w2");
-    } else if (s.is_moe()) {
-      const std::string e = p + "block_sparse_moe.";
-      l.router = L.weight(e + "gate.weight", s.n_expert, E);
-      std::vector<const StTensor*> w1, w3, w2;  // gate, up, down
-      for (int64_t x = 0; x < s.n_expert; ++x) {
-        const std::string ex = e + "experts." + std::to_string(x) + ".";
-        w1.push_back(&L.get(ex + "w1.weight", {F, E}));
-        w3.push_back(&L.get(ex + "w3.weight", {F, E}));
-        w2.push_back(&L.get(ex + "w2.weight", {E, F}));
-      }
-      l.gate_exps = stacked_weight_from_safetensors(w1, e + "experts.w1");
-      l.up_exps = stacked_weight_from_safetensors(w3, e + "experts.w3");
-      l.down_exps = stacked_weight_from_safetensors(w2, e + "experts.w2");
     } else {
       l.w_gate = L.linear(p + "mlp.gate_proj", F, E);
       l.w_up = L.linear(p + "mlp.up_proj", F, E);
