@@ -52,7 +52,7 @@ const Case kCases[] = {
     {128, 4, 8, {1500}, {1}},
     {128, 2, 4, {300}, {3}},
     {128, 6, 1, {200}, {3}},  // KV heads in two pieces of 4 and 2
-    {256, 2, 2, {70}, {2}},   // the generic kernel (no instance for this head size)
+    {256, 2, 2, {70}, {2}},   // 16 vectors on AVX-512; the generic kernel on AVX2
     {72, 2, 3, {65}, {5}},    // head_dim not a multiple of 16
     {36, 1, 2, {10}, {4}},    // nor of 8
     {64, 1, 1, {1000}, {16}, false, 8.0f},
