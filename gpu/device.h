@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+// A Vulkan device: what it is and can do (GpuInfo, read once), the logical
+// device with one compute queue, its memory types, and the pipelines made on
+// it (cached by shader and constants; gpu/pipeline.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/vulkan_api.h"
+
+namespace basalt::gpu {
+
+enum class GpuKind { discrete, integrated, virtual_gpu, cpu, other };
+const char* gpu_kind_name(GpuKind kind);
+
+struct GpuInfo {
+  int index = 0;  // in the driver's order, as --gpu-device counts
+  std::string name, driver;
+  GpuKind kind = GpuKind::other;
+  uint32_t api_version = 0, vendor_id = 0;
+  uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd and friends in compute shaders
+  bool float16 = false;              // shaderFloat16
+  bool storage16 = false;            // storageBuffer16BitAccess
+  bool storage8 = false;             // storageBuffer8BitAccess + shaderInt8
+  uint64_t device_local_bytes = 0;   // the largest device-local heap
+  uint64_t max_alloc_bytes = 0;      // maxMemoryAllocationSize
+  uint64_t max_storage_range = 0;    // maxStorageBufferRange: the most one binding can span
+  uint32_t max_shared_bytes = 0;     // maxComputeSharedMemorySize
+  bool unified_memory = false;       // device-local memory the host can map (integrated, CPU)
+
+  bool software() const { return kind == GpuKind::cpu; }
+  bool usable() const;  // Vulkan 1.2 with 16-bit storage: what the shaders need
+  std::string describe() const;  // "llvmpipe (LLVM 15.0.6, 256 bits): cpu, Vulkan 1.3, subgroup 8, 23.5 GiB"
+};
+
+// The devices present; empty, with *why_not set, when there is no loader, no
+// instance or no device.
+std::vector<GpuInfo> list_gpus(std::string* why_not = nullptr);
+
+// The best device: discrete, then integrated, virtual, other; a CPU
+// implementation (lavapipe) only when allow_cpu. -1 if none fits.
+int pick_gpu(const std::vector<GpuInfo>& gpus, bool allow_cpu);
+
+class Pipeline;
+struct PipelineSpec;
+
+class Device {
+ public:
+  static std::unique_ptr<Device> open(int index);  // throws GpuError
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const GpuInfo& info() const { return info_; }
+  VkDevice handle() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  // A memory type allowed by type_bits with all of `want`, preferring one
+  // without `avoid`; UINT32_MAX if none.
+  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0) const;
+  VkMemoryPropertyFlags memory_flags(uint32_t type) const { return memory_.memoryTypes[type].propertyFlags; }
+  // The pipeline for spec, made on first use.
+  const Pipeline& pipeline(const PipelineSpec& spec);
+
+ private:
+  Device() = default;
+  GpuInfo info_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+}  // namespace basalt::gpu

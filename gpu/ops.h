@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// The GPU ops: each records one dispatch of its shader on a stream, on
+// buffers the caller owns. The CPU kernels are their reference
+// (tests/unit/gpu_ops_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gpu/buffer.h"
+#include "gpu/device.h"
+#include "gpu/stream.h"
+#include "quant/weight.h"
+
+namespace basalt::gpu {
+
+// A weight on the device, in the CPU's tiled qa layout (quant/qa_layout.h).
+struct GpuMatrix {
+  std::unique_ptr<Buffer> buffer;
+  std::string shader;
+  int64_t rows = 0, cols = 0, mat_rows = 0, tiles_per_mat = 0;
+};
+
+// The matmul shader for a weight, or "" when there is none (dense and K-quant
+// formats, act-order input permutations: those stay on the CPU for now).
+std::string matmul_shader(const Weight& w);
+// Copies the weight to the device (throws GpuError, out_of_memory() when it does not fit).
+GpuMatrix upload_matrix(Device& device, const Weight& w);
+
+// y[t][y_offset + t * ldy + r] = sum_k W_mat[r][k] x[x_offset + t * ldx + k], t < n_tok, r < mat_rows.
+struct MatmulOp {
+  const GpuMatrix* w;
+  int64_t mat = 0;  // which stacked matrix (MoE expert)
+  const Buffer* x;
+  int64_t x_offset = 0, ldx = 0;
+  const Buffer* y;
+  int64_t y_offset = 0, ldy = 0;
+  int64_t n_tok = 0;
+};
+void matmul(Device& device, Stream& stream, const MatmulOp& op);
+
+// Attention of n_tok query rows of one sequence against its cached keys and
+// values (f16, the CPU cache's block layout: core/runtime/kv_cache.h): token
+// t sees positions up to pos[t] (and, with a window, only the last window).
+struct AttentionOp {
+  const Buffer* q;  // [n_tok][ldq] floats from q_offset: n_head x head_dim each
+  int64_t q_offset = 0, ldq = 0;
+  const Buffer* k;
+  const Buffer* v;
+  int64_t kv_base = 0;  // f16 elements: the sequence's first block for this layer, in both k and v
+  int64_t block_stride = 0;
+  const Buffer* pos;  // int32 [n_tok] from pos_offset
+  int64_t pos_offset = 0;
+  const Buffer* o;  // [n_tok][ldo] floats from o_offset
+  int64_t o_offset = 0, ldo = 0;
+  int64_t n_tok = 0, n_head = 0, n_head_kv = 0, head_dim = 0, window = 0;
+};
+bool attention_supported(int64_t head_dim);
+void attention(Device& device, Stream& stream, const AttentionOp& op);
+
+}  // namespace basalt::gpu

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+// The Vulkan backend against the CPU: device discovery, and every shader
+// against the CPU reference on odd shapes (NMSE bounds per op; a NaN or Inf
+// where the reference has none fails). CI runs these on lavapipe (Mesa's CPU
+// Vulkan driver); without any device they skip and say why, unless
+// BASALT_REQUIRE_GPU=1 (scripts/test.sh sets it), where that is a failure.
+#include <gtest/gtest.h>
+
+#if defined(BASALT_VULKAN)
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/runtime/batch.h"
+#include "core/runtime/kv_cache.h"
+#include "cpu/ops.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "gpu/stream.h"
+#include "quant/qa_layout.h"
+#include "tests/unit/random_weights.h"
+
+namespace basalt {
+namespace {
+
+// The device the tests run on: the one `--gpu all` would take, CPU drivers included.
+gpu::Device* test_device(std::string* why) {
+  static std::unique_ptr<gpu::Device> device;
+  static std::string reason;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    const std::vector<gpu::GpuInfo> gpus = gpu::list_gpus(&reason);
+    const int pick = gpu::pick_gpu(gpus, /*allow_cpu=*/true);
+    if (pick < 0 && reason.empty()) reason = "no usable Vulkan device";
+    if (pick >= 0) {
+      try {
+        device = gpu::Device::open(pick);
+      } catch (const gpu::GpuError& e) {
+        reason = e.what();
+      }
+    }
+  }
+  *why = reason;
+  return device.get();
+}
+
+#define NEED_DEVICE(dev)                                                         \
+  std::string why_no_device;                                                     \
+  gpu::Device* dev = test_device(&why_no_device);                                \
+  if (!dev) {                                                                    \
+    if (std::getenv("BASALT_REQUIRE_GPU")) FAIL() << "no GPU: " << why_no_device; \
+    GTEST_SKIP() << "no GPU: " << why_no_device;                                 \
+  }
+
+// sum (a - b)^2 / sum b^2; +inf when a has a NaN or Inf where b has none.
+double nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) && std::isfinite(b[i])) return INFINITY;
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+TEST(GpuDevice, ListsDevicesAndNeverAutoPicksACpuDriver) {
+  std::string why;
+  const std::vector<gpu::GpuInfo> gpus = gpu::list_gpus(&why);
+  if (gpus.empty()) {
+    if (std::getenv("BASALT_REQUIRE_GPU")) FAIL() << "no GPU: " << why;
+    GTEST_SKIP() << "no GPU: " << why;
+  }
+  bool only_cpu = true;
+  for (const gpu::GpuInfo& g : gpus) {
+    EXPECT_FALSE(g.describe().empty());
+    if (!g.software()) only_cpu = false;
+  }
+  const int any = gpu::pick_gpu(gpus, true), hardware = gpu::pick_gpu(gpus, false);
+  EXPECT_GE(any, 0);
+  if (only_cpu) EXPECT_EQ(hardware, -1) << "auto must not pick " << gpus[0].describe();
+  else EXPECT_FALSE(gpus[static_cast<size_t>(hardware)].software());
+  EXPECT_THROW(gpu::Device::open(static_cast<int>(gpus.size())), gpu::GpuError);
+}
+
+// y = W x on the device and by the reference decoding (dequantize_row, double sums).
+void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng) {
+  const int64_t rows = w.mat_rows, cols = w.cols, ldx = cols + 3, ldy = rows + 5;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_tok * ldx), rng);
+  std::vector<float> want(static_cast<size_t>(n_tok * ldy), 0.0f), got(want.size(), 0.0f), row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w, mat * w.mat_rows + r, row.data());
+    for (int64_t t = 0; t < n_tok; ++t) {
+      double s = 0;
+      for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(row[k]) * x[t * ldx + k];
+      want[t * ldy + r] = static_cast<float>(s);
+    }
+  }
+  const gpu::GpuMatrix m = gpu::upload_matrix(dev, w);
+  gpu::Buffer xb(dev, x.size() * 4, gpu::Memory::device, "x"), yb(dev, got.size() * 4, gpu::Memory::device, "y");
+  gpu::Stream s(dev);
+  s.upload(xb, x.data(), x.size() * 4);
+  s.fill_zero(yb, 0, got.size() * 4);
+  gpu::matmul(dev, s, {&m, mat, &xb, 0, ldx, &yb, 0, ldy, n_tok});
+  s.download(yb, got.data(), got.size() * 4);
+  s.finish();
+  EXPECT_LT(nmse(got, want), 1e-10) << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat;
+}
+
+TEST(GpuOps, MatmulMatchesReference) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (const testutil::Format& f : testutil::kFormats) {
+    Weight probe = testutil::random_weight(f, 16, 32, rng);
+    if (gpu::matmul_shader(probe).empty()) continue;
+    for (int64_t cols : {32, 96, 2048})
+      for (int64_t rows : {1, 17, 100}) {
+        const Weight w = testutil::random_weight(f, rows, cols, rng);
+        for (int64_t n_tok : {1, 3, 5, 17}) check_matmul(*dev, w, 0, n_tok, rng), ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 5 * 3 * 3 * 4);  // q4_0, q4_1, q8_0 and both GPTQ asym widths have shaders
+}
+
+TEST(GpuOps, MatmulOfOneStackedExpert) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(8);
+  const testutil::Format& q4 = testutil::kFormats[3];
+  const int64_t experts = 3, mat_rows = 20, cols = 64;
+  const std::vector<uint8_t> rm = testutil::random_rowmajor(q4, experts * mat_rows, cols, rng);
+  const Weight w = qa_weight_from_rows("experts", q4.bits, q4.scales, experts * mat_rows, cols, rm.data(), mat_rows);
+  for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
+}
+
+struct AttnCase {
+  int64_t head_dim, n_kv, ratio, depth, n_tok;
+};
+
+// cpu::attention writes the batch's keys and values into the cache and gives
+// the reference; the device reads that cache.
+void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head_kv = c.n_kv;
+  spec.n_head = c.n_kv * c.ratio;
+  spec.head_dim = spec.rope_dim = c.head_dim;
+  spec.n_embd = spec.n_head * spec.head_dim;
+  const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
+  KvCache kv(spec, n_ctx, 1);
+  for (int64_t p0 = 0; p0 < c.depth; p0 += 256) {  // the past, through the op itself
+    Batch b;
+    for (int64_t p = p0; p < std::min(c.depth, p0 + 256); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
+    const auto q = random_floats(b.size() * qd, rng), k = random_floats(b.size() * kvd, rng), v = random_floats(b.size() * kvd, rng);
+    std::vector<float> o(q.size());
+    cpu::attention(q.data(), k.data(), v.data(), o.data(), b, kv, 0, spec);
+  }
+  Batch b;
+  for (int64_t t = 0; t < c.n_tok; ++t) b.add(0, static_cast<int32_t>(c.depth + t), 0, true);
+  const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
+  std::vector<float> want(q.size()), got(q.size());
+  cpu::attention(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
+
+  const size_t cache_elems = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_stride());
+  gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
+  gpu::Buffer kb(dev, cache_elems * 2, gpu::Memory::device, "k"), vb(dev, cache_elems * 2, gpu::Memory::device, "v");
+  gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos");
+  gpu::Stream s(dev);
+  s.upload(qb, q.data(), q.size() * 4);
+  s.upload(kb, kv.key_blocks(0, 0), cache_elems * 2);
+  s.upload(vb, kv.value_blocks(0, 0), cache_elems * 2);
+  s.upload(pb, b.pos.data(), b.pos.size() * 4);
+  gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, 0, kv.block_stride(), &pb, 0, &ob, 0, qd,
+                      c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, 0};
+  gpu::attention(dev, s, op);
+  s.download(ob, got.data(), got.size() * 4);
+  s.finish();
+  EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
+                                   << " depth " << c.depth << " tokens " << c.n_tok;
+}
+
+TEST(GpuOps, AttentionMatchesCpu) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(9);
+  const AttnCase cases[] = {
+      {64, 3, 3, 0, 1},     // SmolLM2's shape, first token
+      {64, 3, 3, 0, 17},    // causal prefill inside one block and past it
+      {64, 4, 8, 63, 2},    // TinyLlama's GQA, across the first block boundary
+      {64, 4, 8, 4099, 1},  // decode past 4k positions
+      {128, 2, 4, 300, 5},
+      {80, 2, 1, 100, 3},   // head_dim not a multiple of 64
+      {256, 1, 2, 70, 2},   // the largest head the shader takes
+      {32, 1, 1, 5, 7},
+  };
+  for (const AttnCase& c : cases) check_attention(*dev, c, rng);
+}
+
+}  // namespace
+}  // namespace basalt
+
+#else
+
+TEST(GpuDevice, BuiltWithoutVulkan) { GTEST_SKIP() << "this build has no Vulkan backend (BASALT_VULKAN off)"; }
+
+#endif

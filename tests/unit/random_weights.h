@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+// Weights with random contents in every engine format, for the kernel tests
+// (matmul_test.cpp, gpu_ops_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "quant/weight.h"
+
+namespace basalt::testutil {
+
+struct Format {
+  const char* name;
+  WeightFormat format;
+  int bits;
+  QaScales scales;
+};
+
+extern const Format kFormats[11];
+
+// A weight of the format with random contents in the engine layout.
+Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
+// Random qa rows in the row-major form (quant/qa_layout.h), with sane scales.
+std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
+
+}  // namespace basalt::testutil
