@@ -96,6 +96,10 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void invalidate(int tensor) override {
+    if (static_cast<size_t>(tensor) < quantized_.size()) quantized_[static_cast<size_t>(tensor)].valid = false;
+  }
+
  private:
   struct CachedActs {
     QuantizedActs acts;

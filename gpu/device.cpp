@@ -26,7 +26,8 @@ VkInstance instance(std::string* why_not) {
     ci.pApplicationInfo = &app;
     const VkResult r = vk().vkCreateInstance(&ci, nullptr, &inst);
     if (r != VK_SUCCESS) {
-      error = std::string("vkCreateInstance failed (") + vk_result_name(r) + "): broken or missing Vulkan driver";
+      error = r == VK_ERROR_INCOMPATIBLE_DRIVER ? "no Vulkan device (no driver installed)"
+                                                : std::string("no Vulkan device (vkCreateInstance: ") + vk_result_name(r) + ")";
       inst = VK_NULL_HANDLE;
       return;
     }

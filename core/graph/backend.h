@@ -40,6 +40,8 @@ class Backend {
   // Called before the nodes of a batch run (a backend may drop cached state).
   virtual void begin_batch(RunContext& ctx) {}
   virtual void run(const Node& node, RunContext& ctx) = 0;
+  // Another backend wrote the tensor: drop anything derived from its old contents.
+  virtual void invalidate(int tensor) {}
 };
 
 }  // namespace basalt

@@ -6,10 +6,13 @@
 #include "core/error.h"
 #include "core/graph/profile.h"
 #include "cpu/backend_cpu.h"
+#if defined(BASALT_VULKAN)
+#include "gpu/backend_vulkan.h"
+#endif
 
 namespace basalt {
 
-Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch)
+Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch, const OffloadOptions& offload)
     : model_(model), kv_(kv), max_batch_(max_batch), graph_(build_graph(model)) {
   if (max_batch <= 0) throw Error("the micro-batch size must be positive");
   for (const TensorDesc& t : graph_.tensors)
@@ -18,8 +21,14 @@ Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch)
   ctx_.spec = &model_.spec();
   ctx_.kv = &kv_;
   for (auto& b : buffers_) ctx_.buffers.push_back(reinterpret_cast<float*>(b.get()));
+  // A GPU backend first, where one was asked for and works: it takes the nodes it supports.
+#if defined(BASALT_VULKAN)
+  if (auto gpu = make_vulkan_backend(graph_, model_, kv_, offload, &offload_plan_)) backends_.push_back(std::move(gpu));
+#else
+  if (parse_placement(offload.gpu).any()) offload_plan_ = "this build has no Vulkan backend; running on the CPU";
+#endif
   backends_.push_back(make_cpu_backend(model_));
-  // Placement: the first backend that supports a node (only the CPU for now).
+  // Placement: the first backend that supports a node.
   for (const Node& n : graph_.nodes) {
     Backend* chosen = nullptr;
     for (auto& b : backends_)
@@ -57,13 +66,13 @@ void Executor::run_nodes(size_t begin, size_t end) {
   OpProfile* profile = OpProfile::get();
   for (size_t i = begin; i < end; ++i) {
     if (before_node_) before_node_(i, ctx_);
-    if (!profile) {
-      placement_[i]->run(graph_.nodes[i], ctx_);
-      continue;
-    }
     const auto t0 = std::chrono::steady_clock::now();
     placement_[i]->run(graph_.nodes[i], ctx_);
-    profile->add(graph_.nodes[i], ctx_.batch->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (profile)
+      profile->add(graph_.nodes[i], ctx_.batch->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (backends_.size() > 1)
+      for (auto& b : backends_)
+        if (b.get() != placement_[i]) b->invalidate(graph_.nodes[i].out);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/graph/backend.h"
 #include "core/graph/graph.h"
+#include "core/graph/offload.h"
 #include "core/model/model.h"
 #include "core/runtime/batch.h"
 #include "core/runtime/kv_cache.h"
@@ -18,7 +19,8 @@ namespace basalt {
 
 class Executor {
  public:
-  Executor(const Model& model, KvCache& kv, int64_t max_batch);
+  // offload: what to run on a GPU (nothing by default); offload_plan() says what was chosen.
+  Executor(const Model& model, KvCache& kv, int64_t max_batch, const OffloadOptions& offload = {});
   ~Executor();
 
   // Runs the batch; returns logits [batch.n_outputs()][n_vocab], valid until
@@ -39,6 +41,8 @@ class Executor {
   void set_expert_inputs(decltype(RunContext::expert_inputs) hook) { ctx_.expert_inputs = std::move(hook); }
 
   int64_t max_batch() const { return max_batch_; }
+  const std::string& offload_plan() const { return offload_plan_; }  // "" when nothing was asked
+  bool offloading() const { return backends_.size() > 1; }            // some nodes run on a GPU
   const Graph& graph() const { return graph_; }
 
  private:
@@ -51,6 +55,7 @@ class Executor {
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<Backend*> placement_;  // per node
   NodeHook before_node_;
+  std::string offload_plan_;
 
   void begin(const Batch& batch);
   void run_nodes(size_t begin, size_t end);

@@ -54,8 +54,10 @@ class StopMatcher {
 };
 }  // namespace
 
-Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch)
-    : model_(model), kv_(model.spec(), n_ctx, 1), executor_(model, kv_, std::max<int64_t>(1, std::min(ubatch, n_ctx))) {}
+Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch, const OffloadOptions& offload)
+    : model_(model),
+      kv_(model.spec(), n_ctx, 1),
+      executor_(model, kv_, std::max<int64_t>(1, std::min(ubatch, n_ctx)), offload) {}
 
 const float* Session::set_context(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw Error("the prompt is empty");

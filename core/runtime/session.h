@@ -18,8 +18,8 @@ namespace basalt {
 
 class Session {
  public:
-  // n_ctx: tokens the cache holds; ubatch: tokens per prefill chunk.
-  Session(const Model& model, int64_t n_ctx, int64_t ubatch = 512);
+  // n_ctx: tokens the cache holds; ubatch: tokens per prefill chunk; offload: GPU placement.
+  Session(const Model& model, int64_t n_ctx, int64_t ubatch = 512, const OffloadOptions& offload = {});
 
   // Makes the context exactly `tokens`: keeps the prefix already in the cache
   // and prefills the rest in chunks. Returns the logits of the last token.
@@ -32,6 +32,7 @@ class Session {
   int64_t n_ctx() const { return kv_.n_ctx(); }
   int64_t ubatch() const { return executor_.max_batch(); }
   const Model& model() const { return model_; }
+  const std::string& offload_plan() const { return executor_.offload_plan(); }
 
  private:
   const Model& model_;

@@ -33,12 +33,14 @@ Bounds (from the weight types in the file; a case or an option may override):
     closer than sqrt(NMSE max) x their rms are skipped (an engine within the
     bound may route them either way); at least half must remain.
   --atol/--rtol instead check |engine - ref| <= atol + rtol * |ref| everywhere.
-Exit status: 0 match, 1 mismatch or engine failure, 2 bad usage.
+Exit status: 0 match, 1 mismatch or engine failure, 2 bad usage, 77 a GPU case
+without a GPU (ctest: skipped; a failure with BASALT_REQUIRE_GPU=1).
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import forward_cases  # noqa: E402
 import make_model  # noqa: E402
 import reference_forward  # noqa: E402
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 
 # weight class -> (NMSE max, share of positions whose argmax must agree).
 # The engine keeps the KV cache in f16 (relative error ~5e-4 per element), so
@@ -78,10 +82,11 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
-               n_vocab: int, timeout: float) -> np.ndarray:
+               n_vocab: int, timeout: float, gpu: str = "") -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
+    env = dict(os.environ, BASALT_GPU=gpu) if gpu else None
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"engine timed out after {timeout:.0f} s: {' '.join(cmd[:3])} ...")
     if res.returncode != 0:
@@ -186,8 +191,11 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout)
+                         ns.timeout, ns.gpu)
     except (RuntimeError, OSError) as e:
+        if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
+            print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
+            return SKIP
         print(f"check_forward: FAIL {model_path}: {e}", file=sys.stderr)
         return 1
     trace: dict = {}
@@ -219,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rtol", type=float)
     p.add_argument("--timeout", type=float, default=600.0, help="engine time limit, seconds")
     p.add_argument("--keep", metavar="DIR", help="keep model and logits in DIR")
+    p.add_argument("--gpu", default="", metavar="PLACEMENT",
+                   help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
     ns = p.parse_args(argv)
 
     tokens, n_tokens, make, model = ns.tokens, ns.n_tokens, ns.make, ns.model
@@ -233,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             ns.nmse_max = case.nmse_max
         tokens = tokens or (list(case.tokens) or None)
         n_tokens = case.n_tokens
+        ns.gpu = ns.gpu or case.gpu
     config = None
     if make is not None:
         try:

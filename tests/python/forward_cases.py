@@ -35,6 +35,7 @@ class Case:
     tokens: tuple[int, ...] = ()     # empty: n_tokens ids drawn from a fixed seed
     n_tokens: int = 32
     nmse_max: float | None = None    # None: the bound of the weight class
+    gpu: str = ""                    # a GPU placement (--gpu) for the engine: "" = CPU only
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -97,6 +98,15 @@ CASES: list[Case] = [
     # 30 layers of int8 activations: llama.cpp is 1.7e-3 from the reference here
     Case("smollm2_real", model="default", tokens=SMOLLM2_PROMPT, nmse_max=5e-3),
 ]
+
+# The Vulkan backend (lavapipe in CI): the same bounds against the same
+# reference. "all": attention and the block matmuls whose format has a shader
+# (q4_0, q4_1, q8_0; the rest stay on the CPU); "attn": attention only.
+_GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
+                 "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real")),
+        ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")))
+_BASE = {c.name: c for c in CASES}
+CASES += [dataclasses.replace(_BASE[n], name=f"gpu_{g}_{n}", gpu=g) for g, names in _GPU for n in names]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

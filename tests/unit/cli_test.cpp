@@ -5,6 +5,9 @@
 
 #include <fstream>
 
+#if defined(BASALT_VULKAN)
+#include "gpu/device.h"
+#endif
 #include "tests/unit/gguf_builder.h"
 #include "tests/unit/test_paths.h"
 
@@ -16,8 +19,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result basalt_cmd(const std::string& args, const std::string& stdin_text = "") {
-  std::string cmd = std::string(BASALT_BIN_DIR) + "/basalt " + args + " 2>&1";
+// env: VAR=value assignments for the command, or "".
+Result basalt_cmd(const std::string& args, const std::string& stdin_text = "", const std::string& env = "") {
+  std::string cmd = env + " " + std::string(BASALT_BIN_DIR) + "/basalt " + args + " 2>&1";
   if (!stdin_text.empty()) cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
   else cmd += " </dev/null";
   Result r;
@@ -98,6 +102,25 @@ TEST(Cli, BadOptionValuesAreRejected) {
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --top-p 7").rc, 0);
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi -n abc").rc, 0);
   EXPECT_NE(basalt_cmd("frobnicate").rc, 0);
+  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --gpu bogus").rc, 0);
+}
+
+// Without a Vulkan driver (VK_ICD_FILENAMES pointing nowhere), --gpu says so in
+// one line and runs on the CPU; under auto a CPU driver (lavapipe) is never used.
+TEST(Cli, GpuWithoutADeviceRunsOnTheCpu) {
+  const std::string run = "run " + model_arg() + " -p 'The capital of France is' -n 6 --temp 0";
+  Result none = basalt_cmd(run + " --gpu all", "", "VK_ICD_FILENAMES=/nonexistent");
+  ASSERT_EQ(none.rc, 0) << none.out;
+  EXPECT_NE(none.out.find("no Vulkan device"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("running on the CPU"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("Paris"), std::string::npos) << none.out;
+#if defined(BASALT_VULKAN)
+  const std::vector<gpu::GpuInfo> gpus = gpu::list_gpus();
+  Result aut = basalt_cmd(run + " --gpu auto");
+  ASSERT_EQ(aut.rc, 0) << aut.out;
+  EXPECT_NE(aut.out.find("Paris"), std::string::npos) << aut.out;
+  if (gpu::pick_gpu(gpus, /*allow_cpu=*/false) < 0) EXPECT_NE(aut.out.find("running on the CPU"), std::string::npos) << aut.out;
+#endif
 }
 
 }  // namespace

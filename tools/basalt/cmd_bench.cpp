@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "core/runtime/session.h"
 #include "core/util/threads.h"
 #include "cpu/isa.h"
@@ -46,16 +48,21 @@ void bench(const BenchOptions& o) {
   };
   const int64_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen) + 1;
   std::vector<double> pp, tg;
+  std::string plan;  // the GPU placement ("" when none was asked for)
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up, not counted
     if (o.n_prompt > 0) {
-      Session fresh(*model, n_ctx, o.model.ubatch);
+      auto fresh_ptr = make_session(o.model, *model, n_ctx, !o.json && r < 0);
+      Session& fresh = *fresh_ptr;
+      if (plan.empty()) plan = fresh.offload_plan();
       const auto prompt = random_tokens(o.n_prompt);
       const double t0 = now();
       fresh.set_context(prompt);
       if (r >= 0) pp.push_back(static_cast<double>(o.n_prompt) / (now() - t0));
     }
     if (o.n_gen > 0) {
-      Session s(*model, n_ctx, o.model.ubatch);
+      auto s_ptr = make_session(o.model, *model, n_ctx, !o.json && r < 0 && o.n_prompt == 0);
+      Session& s = *s_ptr;
+      if (plan.empty()) plan = s.offload_plan();
       auto ctx = random_tokens(std::max<int64_t>(1, o.depth));
       s.set_context(ctx);
       const double t0 = now();
@@ -75,13 +82,26 @@ void bench(const BenchOptions& o) {
     decode_bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
   }
   if (o.json) {
-    std::printf("{\"model\": \"%s\", \"arch\": \"%s\", \"params\": %lld, \"weight_bytes\": %zu, \"threads\": %d, "
-                "\"isa\": \"%s\", \"n_prompt\": %lld, \"n_gen\": %lld, \"depth\": %lld, \"reps\": %d, "
-                "\"decode_bytes\": %.0f, \"pp_tokens_per_s\": %.3f, \"pp_sd\": %.3f, \"tg_tokens_per_s\": %.3f, \"tg_sd\": %.3f}\n",
-                model->spec().name.c_str(), model->spec().arch.c_str(), static_cast<long long>(model->n_params()),
-                model->weight_bytes(), thread_count(), isa_name(selected_isa()), static_cast<long long>(o.n_prompt),
-                static_cast<long long>(o.n_gen), static_cast<long long>(o.depth), o.reps, decode_bytes, p.mean, p.sd, g.mean, g.sd);
+    const nlohmann::json j = {{"model", spec.name},
+                              {"arch", spec.arch},
+                              {"params", model->n_params()},
+                              {"weight_bytes", model->weight_bytes()},
+                              {"threads", thread_count()},
+                              {"isa", isa_name(selected_isa())},
+                              {"n_prompt", o.n_prompt},
+                              {"n_gen", o.n_gen},
+                              {"depth", o.depth},
+                              {"reps", o.reps},
+                              {"decode_bytes", decode_bytes},
+                              {"pp_tokens_per_s", p.mean},
+                              {"pp_sd", p.sd},
+                              {"tg_tokens_per_s", g.mean},
+                              {"tg_sd", g.sd},
+                              {"gpu", o.model.offload.gpu},
+                              {"gpu_plan", plan}};
+    std::printf("%s\n", j.dump().c_str());
   } else {
+    if (!plan.empty()) std::printf("placement: %s\n", plan.c_str());
     std::printf("%-28s %8s %6s %10s %18s\n", "model", "threads", "isa", "test", "tokens/s");
     if (!pp.empty())
       std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),

@@ -26,7 +26,8 @@ void chat(const ChatOptions& o) {
   GenerateOptions gen = o.gen;
   gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
   ChatPrompter prompter(*model, o.system);
-  Session session(*model, context_size(o.model, *model), o.model.ubatch);
+  auto session_ptr = make_session(o.model, *model, context_size(o.model, *model));
+  Session& session = *session_ptr;
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) std::fprintf(stderr, "basalt: chat with %s; /exit or Ctrl-D to quit\n", model->spec().name.c_str());
   std::vector<ChatMessage> messages;

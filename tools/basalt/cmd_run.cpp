@@ -30,7 +30,8 @@ void run(const RunOptions& o) {
   } else {
     prompt = model->tokenizer().encode(o.prompt, true, true);
   }
-  Session session(*model, context_size(o.model, *model), o.model.ubatch);
+  auto session_ptr = make_session(o.model, *model, context_size(o.model, *model));
+  Session& session = *session_ptr;
   GenerationStats st = generate(session, prompt, gen, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/runtime/session.h"
 #include "core/util/threads.h"
 #include "cpu/isa.h"
 
@@ -23,6 +24,26 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
   app.add_option("--quantize", o.quantize,
                  "quantize F32/F16/BF16 weights at load, round-to-nearest: q8 (Q8_0), or q4 (Q4_0; embedding and output Q8_0)")
       ->check(CLI::IsMember({"q8", "q4"}));
+  app.add_option("--gpu", o.offload.gpu,
+                 "run on a Vulkan GPU: off, auto (a real GPU only, where it pays), all, or a list of attn,experts")
+      ->check([](const std::string& v) {
+        try {
+          parse_placement(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--gpu-device", o.offload.device, "Vulkan device index (default: the best: discrete, then integrated)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--gpu-layers", o.offload.gpu_layers, "offload only the first N blocks (default: all)")
+      ->check(CLI::Range(0, 1 << 20));
+}
+
+std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int64_t n_ctx, bool verbose) {
+  auto s = std::make_unique<Session>(m, n_ctx, o.ubatch, o.offload);
+  if (verbose && !s->offload_plan().empty()) std::fprintf(stderr, "basalt: %s\n", s->offload_plan().c_str());
+  return s;
 }
 
 SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p) {

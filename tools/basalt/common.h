@@ -7,8 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "core/graph/offload.h"
 #include "core/model/model.h"
 #include "core/runtime/sampler.h"
+
+namespace basalt {
+class Session;
+}
 
 namespace basalt::cli {
 
@@ -18,11 +23,15 @@ struct ModelOptions {
   int64_t ctx_size = 0;  // 0 = min(training context, 4096)
   int64_t ubatch = 512;
   std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
+  OffloadOptions offload;  // --gpu, --gpu-device, --gpu-layers
 };
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional = false);
 // Applies the thread count, resolves the default model, loads it (with timing on stderr).
 std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose = true);
 int64_t context_size(const ModelOptions& o, const Model& m);
+// A session with the options' context, micro-batch and GPU placement; the
+// placement's one line on stderr when a GPU was asked for.
+std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int64_t n_ctx, bool verbose = true);
 
 // The sampling options the user gave; the others take the model's defaults
 // (an HF folder's generation_config.json), then the engine's.

@@ -5,7 +5,8 @@
 // the engine holds it, dequantized ([rows][cols] float32, columns in the
 // model's input order), for the format tests.
 // Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
-// BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize).
+// BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize),
+// BASALT_GPU (a GPU placement, as --gpu; an error if nothing gets offloaded).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -63,7 +64,12 @@ int main(int argc, char** argv) {
     const char* ub = std::getenv("BASALT_UBATCH");
     const int64_t ubatch = ub ? std::max(1L, std::atol(ub)) : 512;
     basalt::KvCache kv(model->spec(), n, 1);
-    basalt::Executor exec(*model, kv, std::min(ubatch, n));
+    basalt::OffloadOptions offload;
+    if (const char* g = std::getenv("BASALT_GPU")) offload.gpu = g;
+    basalt::Executor exec(*model, kv, std::min(ubatch, n), offload);
+    if (!exec.offload_plan().empty()) std::fprintf(stderr, "%s\n", exec.offload_plan().c_str());
+    if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
+      throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
     for (int64_t i = 0; i < n; i += exec.max_batch()) {
       basalt::Batch b;
