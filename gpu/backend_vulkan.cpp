@@ -17,6 +17,8 @@
 #include "core/model/model.h"
 #include "core/runtime/kv_cache.h"
 #include "cpu/backend_cpu.h"
+#include "cpu/matmul.h"
+#include "cpu/moe.h"
 #include "cpu/ops.h"
 #include "quant/half.h"
 
@@ -52,15 +54,26 @@ class VulkanBackend final : public Backend {
     // Weights of the matmuls this backend takes, while the device has room for them.
     const uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
     uint64_t used = 0;
-    for (const Node& n : graph.nodes) {
-      if (n.op != Op::matmul || !wants(n) || gpu::matmul_shader(*n.weight).empty() || matrices_.count(n.weight)) continue;
-      if (used + n.weight->total_bytes() > budget) continue;  // stays on the CPU
+    auto upload = [&](std::initializer_list<const Weight*> ws) {  // all of them or none
+      uint64_t bytes = 0;
+      for (const Weight* w : ws) {
+        if (gpu::matmul_shader(*w).empty()) return;
+        if (!matrices_.count(w)) bytes += w->total_bytes();
+      }
+      if (used + bytes > budget) return;  // stays on the CPU
       try {
-        matrices_.emplace(n.weight, gpu::upload_matrix(*dev_, *n.weight));
-        used += n.weight->total_bytes();
+        for (const Weight* w : ws)
+          if (!matrices_.count(w)) matrices_.emplace(w, gpu::upload_matrix(*dev_, *w));
+        used += bytes;
       } catch (const gpu::GpuError& e) {
         if (!e.out_of_memory()) throw;
+        for (const Weight* w : ws) matrices_.erase(w);
       }
+    };
+    for (const Node& n : graph.nodes) {
+      if (!wants(n)) continue;
+      if (n.op == Op::matmul) upload({n.weight});
+      if (n.op == Op::moe) upload({n.moe->gate, n.moe->up, n.moe->down});
     }
     if (placement_.attn || placement_.all) {
       const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;
@@ -81,6 +94,7 @@ class VulkanBackend final : public Backend {
   bool supports(const Node& n) const override {
     if (!wants(n)) return false;
     if (n.op == Op::matmul) return matrices_.count(n.weight) > 0;
+    if (n.op == Op::moe) return matrices_.count(n.moe->gate) > 0;  // uploaded together with up and down
     if (n.op == Op::attention)
       return static_cast<size_t>(n.layer) < keys_.size() && gpu::attention_supported(spec_.head_dim) &&
              spec_.sliding_window == 0;
@@ -95,6 +109,7 @@ class VulkanBackend final : public Backend {
       try {
         if (n.op == Op::matmul) run_matmul(n, ctx);
         if (n.op == Op::attention) run_attention(n, ctx);
+        if (n.op == Op::moe) run_moe(n, ctx);
         cpu_->invalidate(n.out);
         return;
       } catch (const gpu::GpuError& e) {
@@ -108,7 +123,10 @@ class VulkanBackend final : public Backend {
 
   std::string plan() const {
     std::string what;
-    if (!matrices_.empty()) what += std::to_string(matrices_.size()) + " matmul weights";
+    size_t experts = 0;
+    for (const auto& [w, m] : matrices_) experts += w->mat_rows < w->rows;
+    if (matrices_.size() > experts) what += std::to_string(matrices_.size() - experts) + " matmul weights";
+    if (experts) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(experts / 3) + " layers";
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
            (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) + " MiB on the device)";
@@ -120,6 +138,7 @@ class VulkanBackend final : public Backend {
     if (gpu_layers_ >= 0 && (n.layer < 0 || n.layer >= gpu_layers_)) return false;
     if (n.op == Op::attention) return placement_.attn || placement_.all;
     if (n.op == Op::matmul) return placement_.all && n.layer >= 0;
+    if (n.op == Op::moe) return placement_.experts || placement_.all;
     return false;
   }
 
@@ -177,6 +196,68 @@ class VulkanBackend final : public Backend {
     s.finish();
   }
 
+  // MoE: routing on the CPU (the router is small), then every expert's
+  // tokens in one upload, gate and up per expert, one SwiGLU over all rows,
+  // down per expert, one download; the CPU adds the weighted rows.
+  void run_moe(const Node& n, RunContext& ctx) {
+    const MoeWeights& m = *n.moe;
+    const int64_t rows = ctx.rows(n.out), d = ctx.width(n.out), E = m.n_expert, K = m.n_used, F = m.n_ff;
+    const float* x = ctx.buf(n.in[0]);
+    logits_.resize(static_cast<size_t>(rows * E));
+    const bool q_router = m.router->format == WeightFormat::qa;  // the CPU's router, as cpu::moe_ffn runs it
+    if (q_router) quantize_activations(x, rows, d, router_xq_);
+    matmul({m.router, x, q_router ? &router_xq_ : nullptr, rows, logits_.data(), E, 0, E});
+    choice_.resize(static_cast<size_t>(rows * K));
+    choice_w_.resize(static_cast<size_t>(rows * K));
+    for (int64_t t = 0; t < rows; ++t)
+      cpu::route_top_k(logits_.data() + t * E, E, K, choice_.data() + t * K, choice_w_.data() + t * K);
+    // Rows grouped by expert: expert e's rows are [first[e], first[e + 1]).
+    std::vector<int64_t> first(static_cast<size_t>(E + 1), 0);
+    for (int32_t e : choice_) ++first[static_cast<size_t>(e) + 1];
+    for (int64_t e = 0; e < E; ++e) first[e + 1] += first[e];
+    const int64_t total = rows * K;
+    sorted_x_.resize(static_cast<size_t>(total * d));
+    row_token_.resize(static_cast<size_t>(total));
+    row_weight_.resize(static_cast<size_t>(total));
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t r = next[static_cast<size_t>(choice_[t * K + i])]++;
+        std::copy_n(x + t * d, d, sorted_x_.data() + r * d);
+        row_token_[static_cast<size_t>(r)] = t;
+        row_weight_[static_cast<size_t>(r)] = choice_w_[t * K + i];
+      }
+    const gpu::Buffer& xb = x_.at_least(*dev_, total * d * 4, "expert inputs");
+    const gpu::Buffer& gb = gate_.at_least(*dev_, total * F * 4, "expert gates");
+    const gpu::Buffer& ub = up_.at_least(*dev_, total * F * 4, "expert ups");
+    const gpu::Buffer& yb = y_.at_least(*dev_, total * d * 4, "expert outputs");
+    const gpu::GpuMatrix &gw = matrices_.at(m.gate), &uw = matrices_.at(m.up), &dw = matrices_.at(m.down);
+    gpu::Stream& s = stream();
+    s.upload(xb, sorted_x_.data(), total * d * 4);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t ne = first[e + 1] - first[e];
+      if (ne == 0) continue;
+      gpu::matmul(*dev_, s, {&gw, e, &xb, first[e] * d, d, &gb, first[e] * F, F, ne});
+      gpu::matmul(*dev_, s, {&uw, e, &xb, first[e] * d, d, &ub, first[e] * F, F, ne});
+    }
+    gpu::swiglu(*dev_, s, gb, ub, total * F);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t ne = first[e + 1] - first[e];
+      if (ne > 0) gpu::matmul(*dev_, s, {&dw, e, &gb, first[e] * F, F, &yb, first[e] * d, d, ne});
+    }
+    sorted_y_.resize(static_cast<size_t>(total * d));
+    s.download(yb, sorted_y_.data(), total * d * 4);
+    s.finish();
+    float* y = ctx.buf(n.out);
+    std::fill(y, y + rows * d, 0.0f);
+    for (int64_t r = 0; r < total; ++r) {
+      float* yt = y + row_token_[static_cast<size_t>(r)] * d;
+      const float w = row_weight_[static_cast<size_t>(r)];
+      const float* yr = sorted_y_.data() + r * d;
+      for (int64_t j = 0; j < d; ++j) yt[j] += w * yr[j];
+    }
+  }
+
   gpu::Stream& stream() {
     if (!stream_) stream_ = std::make_unique<gpu::Stream>(*dev_);
     return *stream_;
@@ -193,8 +274,12 @@ class VulkanBackend final : public Backend {
   int64_t per_seq_ = 0;                                      // f16 elements of one sequence's blocks
   uint64_t weight_bytes_ = 0;
   std::unique_ptr<gpu::Stream> stream_;
-  Scratch x_, y_, pos_;
+  Scratch x_, y_, pos_, gate_, up_;
   std::vector<uint16_t> key16_, value16_;
+  std::vector<float> logits_, choice_w_, sorted_x_, sorted_y_, row_weight_;
+  std::vector<int32_t> choice_;
+  QuantizedActs router_xq_;
+  std::vector<int64_t> row_token_;
 };
 
 }  // namespace

@@ -59,4 +59,7 @@ struct AttentionOp {
 bool attention_supported(int64_t head_dim);
 void attention(Device& device, Stream& stream, const AttentionOp& op);
 
+// gate[i] = silu(gate[i]) * up[i], i < n.
+void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, int64_t n);
+
 }  // namespace basalt::gpu

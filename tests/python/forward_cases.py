@@ -101,12 +101,15 @@ CASES: list[Case] = [
 
 # The Vulkan backend (lavapipe in CI): the same bounds against the same
 # reference. "all": attention and the block matmuls whose format has a shader
-# (q4_0, q4_1, q8_0; the rest stay on the CPU); "attn": attention only.
+# (q4_0, q4_1, q8_0; the rest stay on the CPU) and the MoE experts; "attn":
+# attention only; "experts": the MoE experts' matmuls (routing on the CPU).
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real")),
-        ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")))
+        ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")),
+        ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
+        ("attn,experts", ("llama_moe4_top2_q8_0",)))
 _BASE = {c.name: c for c in CASES}
-CASES += [dataclasses.replace(_BASE[n], name=f"gpu_{g}_{n}", gpu=g) for g, names in _GPU for n in names]
+CASES += [dataclasses.replace(_BASE[n], name=f"gpu_{g.replace(',', '_')}_{n}", gpu=g) for g, names in _GPU for n in names]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

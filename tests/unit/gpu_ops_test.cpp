@@ -143,6 +143,25 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
 }
 
+TEST(GpuOps, SwigluMatchesCpu) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(10);
+  for (int64_t n : {1, 255, 256, 1000, 70000}) {
+    std::vector<float> g = random_floats(static_cast<size_t>(n), rng), u = random_floats(static_cast<size_t>(n), rng);
+    for (size_t i = 0; i < g.size(); i += 97) g[i] *= 40;  // large magnitudes: exp overflows to inf, silu to 0 or x
+    std::vector<float> want(g.size()), got(g.size());
+    cpu::swiglu(g.data(), u.data(), want.data(), 1, n);
+    gpu::Buffer gb(*dev, g.size() * 4, gpu::Memory::device, "g"), ub(*dev, u.size() * 4, gpu::Memory::device, "u");
+    gpu::Stream s(*dev);
+    s.upload(gb, g.data(), g.size() * 4);
+    s.upload(ub, u.data(), u.size() * 4);
+    gpu::swiglu(*dev, s, gb, ub, n);
+    s.download(gb, got.data(), got.size() * 4);
+    s.finish();
+    EXPECT_LT(nmse(got, want), 1e-12) << n << " elements";
+  }
+}
+
 struct AttnCase {
   int64_t head_dim, n_kv, ratio, depth, n_tok;
 };
