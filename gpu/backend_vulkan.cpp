@@ -22,11 +22,17 @@
 #include "cpu/ops.h"
 #include "quant/half.h"
 
+#include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/stream.h"
 
 namespace basalt {
+
+using gpu::AutoPlan;
+using gpu::choose_auto;
+using gpu::measure_cpu_read_gbs;
+using gpu::Throughputs;
 
 namespace {
 
@@ -305,11 +311,22 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
                 : "no usable Vulkan device; running on the CPU";
     return nullptr;
   }
-  if (p.auto_pick) p = Placement{true, true, false, false};  // the heaviest, most parallel work
+  std::string auto_why;
+  if (p.auto_pick) {
+    Throughputs t;
+    t.cpu_read_gbs = measure_cpu_read_gbs();
+    const AutoPlan a = choose_auto(gpus[static_cast<size_t>(index)], model.spec(), graph, kv.n_ctx(), t);
+    if (!a.placement.any()) {
+      *plan = "GPU " + gpus[static_cast<size_t>(index)].name + ": auto: " + a.why + "; running on the CPU";
+      return nullptr;
+    }
+    p = a.placement;
+    auto_why = " (auto: " + a.why + ")";
+  }
   try {
     auto backend = std::make_unique<VulkanBackend>(gpu::Device::open(index), graph, model.spec(), kv, p,
                                                    options.gpu_layers, model);
-    *plan = backend->plan();
+    *plan = backend->plan() + auto_why;
     if (!backend->offloads_anything()) return nullptr;
     return backend;
   } catch (const gpu::GpuError& e) {

@@ -17,6 +17,7 @@
 #include "core/runtime/batch.h"
 #include "core/runtime/kv_cache.h"
 #include "cpu/ops.h"
+#include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/stream.h"
@@ -91,6 +92,33 @@ TEST(GpuDevice, ListsDevicesAndNeverAutoPicksACpuDriver) {
   if (only_cpu) EXPECT_EQ(hardware, -1) << "auto must not pick " << gpus[0].describe();
   else EXPECT_FALSE(gpus[static_cast<size_t>(hardware)].software());
   EXPECT_THROW(gpu::Device::open(static_cast<int>(gpus.size())), gpu::GpuError);
+}
+
+// auto's estimate: attention goes to a discrete GPU at long context only, and
+// never to an integrated one (same memory, plus the per-node cost).
+TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
+  ModelSpec spec;  // TinyLlama's attention
+  spec.n_layer = 22;
+  spec.n_head = 32;
+  spec.n_head_kv = 4;
+  spec.head_dim = 64;
+  spec.n_embd = 2048;
+  Graph g;
+  for (int l = 0; l < spec.n_layer; ++l) g.nodes.push_back(Node{Op::attention});
+  gpu::GpuInfo discrete, integrated;
+  discrete.kind = gpu::GpuKind::discrete;
+  integrated.kind = gpu::GpuKind::integrated;
+  gpu::Throughputs t;
+  t.cpu_read_gbs = 20;
+  const gpu::AutoPlan long_ctx = gpu::choose_auto(discrete, spec, g, 32768, t);
+  EXPECT_TRUE(long_ctx.placement.attn) << long_ctx.why;
+  EXPECT_FALSE(long_ctx.placement.experts);
+  EXPECT_NE(long_ctx.why.find("attention on the GPU"), std::string::npos) << long_ctx.why;
+  const gpu::AutoPlan short_ctx = gpu::choose_auto(discrete, spec, g, 256, t);
+  EXPECT_FALSE(short_ctx.placement.any()) << short_ctx.why;
+  const gpu::AutoPlan shared = gpu::choose_auto(integrated, spec, g, 32768, t);
+  EXPECT_FALSE(shared.placement.any()) << shared.why;
+  EXPECT_GT(gpu::measure_cpu_read_gbs(), 0.5);
 }
 
 // y = W x on the device and by the reference decoding (dequantize_row, double sums).

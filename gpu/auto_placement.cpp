@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+#include "gpu/auto_placement.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/runtime/kv_cache.h"
+
+namespace basalt::gpu {
+
+namespace {
+
+// Guesses where the driver tells nothing: a discrete GPU's own memory and
+// PCIe; an integrated GPU shares the CPU's memory.
+void fill_guesses(const GpuInfo& gpu, Throughputs& t) {
+  const bool discrete = gpu.kind == GpuKind::discrete;
+  if (t.gpu_read_gbs <= 0) t.gpu_read_gbs = discrete ? 300 : t.cpu_read_gbs;
+  if (t.link_gbs <= 0) t.link_gbs = discrete ? 12 : t.cpu_read_gbs / 2;
+}
+
+std::string ms(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", us / 1000);
+  return buf;
+}
+
+struct Estimate {
+  double cpu_us = 0, gpu_us = 0;
+  bool gpu_wins() const { return gpu_us < 0.8 * cpu_us; }  // a margin for the estimate's error
+};
+
+}  // namespace
+
+AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t) {
+  fill_guesses(gpu, t);
+  const double us_per_byte_cpu = 1e-3 / t.cpu_read_gbs, us_per_byte_gpu = 1e-3 / t.gpu_read_gbs,
+               us_per_byte_link = 1e-3 / t.link_gbs;
+  Estimate attn, experts;
+  const double depth = static_cast<double>(std::max<int64_t>(1, n_ctx / 2));
+  for (const Node& n : graph.nodes) {
+    if (n.op == Op::attention) {
+      // Decode reads the cache once; the GPU also receives q and the touched block, and returns o.
+      const double kv_bytes = depth * static_cast<double>(spec.kv_dim()) * 2 * 2;
+      const double moved = 2.0 * spec.q_dim() * 4 + 2.0 * spec.kv_dim() * KvCache::kBlock * 2;
+      attn.cpu_us += kv_bytes * us_per_byte_cpu;
+      attn.gpu_us += kv_bytes * us_per_byte_gpu + moved * us_per_byte_link + t.node_us;
+    }
+    if (n.op == Op::moe) {
+      const MoeWeights& m = *n.moe;
+      const double per_expert = static_cast<double>(m.gate->total_bytes() + m.up->total_bytes() + m.down->total_bytes()) /
+                                static_cast<double>(m.n_expert);
+      const double bytes = per_expert * static_cast<double>(m.n_used);
+      const double moved = static_cast<double>(m.n_used) * 2 * static_cast<double>(spec.n_embd) * 4;
+      experts.cpu_us += bytes * us_per_byte_cpu;
+      experts.gpu_us += bytes * us_per_byte_gpu + moved * us_per_byte_link + t.node_us;
+    }
+  }
+  AutoPlan plan;
+  plan.placement.attn = attn.cpu_us > 0 && attn.gpu_wins();
+  plan.placement.experts = experts.cpu_us > 0 && experts.gpu_wins();
+  auto say = [&](const char* what, const Estimate& e, bool chosen) {
+    if (e.cpu_us <= 0) return;
+    if (!plan.why.empty()) plan.why += "; ";
+    plan.why += std::string(what) + (chosen ? " on the GPU" : " on the CPU") + " (est. " + ms(e.gpu_us) + " GPU vs " +
+                ms(e.cpu_us) + " CPU per token)";
+  };
+  say("attention", attn, plan.placement.attn);
+  say("experts", experts, plan.placement.experts);
+  if (plan.why.empty()) plan.why = "nothing to offload";
+  return plan;
+}
+
+double measure_cpu_read_gbs() {
+  constexpr size_t kFloats = size_t{64} << 20 >> 2;  // 64 MiB: past the caches of most machines
+  std::vector<float> buf(kFloats, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float acc[8] = {};
+    for (size_t i = 0; i < kFloats; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += buf[i + j];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    volatile float sink = acc[0] + acc[7];
+    (void)sink;
+    best = std::max(best, static_cast<double>(kFloats) * 4 / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace basalt::gpu

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// What --gpu auto offloads: for each kind of work (attention, MoE experts),
+// an estimate of one decode step at half the context on each side; a kind
+// goes to the GPU only when the estimate says the GPU is clearly faster,
+// transfers and per-node submission included. Never slower than the CPU
+// alone by its own estimate.
+#pragma once
+
+#include <string>
+
+#include "core/graph/graph.h"
+#include "core/graph/offload.h"
+#include "core/model/model_spec.h"
+#include "gpu/device.h"
+
+namespace basalt::gpu {
+
+// The figures the estimate uses (GB/s, microseconds).
+struct Throughputs {
+  double cpu_read_gbs = 20;   // the CPU's memory read bandwidth (measured at startup)
+  double gpu_read_gbs = 0;    // the device's memory; 0: guessed from its kind
+  double link_gbs = 0;        // host <-> device copies; 0: guessed from its kind
+  double node_us = 60;        // one node's submit and wait (the backend syncs per node for now)
+};
+
+struct AutoPlan {
+  Placement placement;  // attn and/or experts, or nothing
+  std::string why;      // the estimates, for the plan line
+};
+
+AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t);
+
+// The CPU's read bandwidth in GB/s, from a short timed read of a buffer larger than the caches (~10 ms).
+double measure_cpu_read_gbs();
+
+}  // namespace basalt::gpu
