@@ -81,15 +81,24 @@ class VulkanBackend final : public Backend {
       if (n.op == Op::matmul) upload({n.weight});
       if (n.op == Op::moe) upload({n.moe->gate, n.moe->up, n.moe->down});
     }
-    if (placement_.attn || placement_.all) {
+    // The KV cache's copy, per layer, when it fits beside the weights (else attention stays on the CPU).
+    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim) && spec.sliding_window == 0) {
       const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;
       per_seq_ = blocks * kv.block_stride();
       const size_t bytes = static_cast<size_t>(per_seq_ * kv.n_seq()) * 2;
-      for (int64_t l = 0; l < spec.n_layer; ++l) {
-        if (gpu_layers_ >= 0 && l >= gpu_layers_) break;
-        keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "keys of layer " + std::to_string(l)));
-        values_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "values of layer " + std::to_string(l)));
-        used += 2 * bytes;
+      const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
+      if (used + 2 * bytes * static_cast<uint64_t>(layers) <= budget && bytes <= dev_->info().max_storage_range) {
+        try {
+          for (int64_t l = 0; l < layers; ++l) {
+            keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "keys of layer " + std::to_string(l)));
+            values_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "values of layer " + std::to_string(l)));
+          }
+          used += 2 * bytes * static_cast<uint64_t>(layers);
+        } catch (const gpu::GpuError& e) {
+          if (!e.out_of_memory()) throw;
+          keys_.clear();
+          values_.clear();
+        }
       }
     }
     weight_bytes_ = used;
@@ -101,9 +110,7 @@ class VulkanBackend final : public Backend {
     if (!wants(n)) return false;
     if (n.op == Op::matmul) return matrices_.count(n.weight) > 0;
     if (n.op == Op::moe) return matrices_.count(n.moe->gate) > 0;  // uploaded together with up and down
-    if (n.op == Op::attention)
-      return static_cast<size_t>(n.layer) < keys_.size() && gpu::attention_supported(spec_.head_dim) &&
-             spec_.sliding_window == 0;
+    if (n.op == Op::attention) return static_cast<size_t>(n.layer) < keys_.size();
     return false;
   }
 

@@ -21,6 +21,7 @@
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/stream.h"
+#include "quant/half.h"
 #include "quant/qa_layout.h"
 #include "tests/unit/random_weights.h"
 
@@ -196,7 +197,7 @@ struct AttnCase {
 
 // cpu::attention writes the batch's keys and values into the cache and gives
 // the reference; the device reads that cache.
-void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng) {
+void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0) {
   ModelSpec spec;
   spec.n_layer = 1;
   spec.n_head_kv = c.n_kv;
@@ -217,6 +218,28 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng) {
   const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
   std::vector<float> want(q.size()), got(q.size());
   cpu::attention(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
+  if (window > 0) {  // the CPU has no windowed attention: a float64 one over the cache's f16 contents
+    const int64_t hd = c.head_dim, group = c.ratio;
+    for (int64_t t = 0; t < c.n_tok; ++t)
+      for (int64_t h = 0; h < spec.n_head; ++h) {
+        const int64_t pos = b.pos[t], first = std::max<int64_t>(0, pos + 1 - window), kvh = h / group;
+        std::vector<double> sc;
+        double mx = -INFINITY;
+        for (int64_t p = first; p <= pos; ++p) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += q[t * qd + h * hd + d] * f16_to_f32(kv.key(0, 0, p, kvh * hd + d));
+          sc.push_back(dot / std::sqrt(static_cast<double>(hd)));
+          mx = std::max(mx, sc.back());
+        }
+        double l = 0;
+        for (double& x : sc) l += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < hd; ++d) {
+          double o = 0;
+          for (int64_t p = first; p <= pos; ++p) o += sc[p - first] * f16_to_f32(kv.value(0, 0, p, kvh * hd + d));
+          want[t * qd + h * hd + d] = static_cast<float>(o / l);
+        }
+      }
+  }
 
   const size_t cache_elems = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_stride());
   gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
@@ -228,12 +251,12 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng) {
   s.upload(vb, kv.value_blocks(0, 0), cache_elems * 2);
   s.upload(pb, b.pos.data(), b.pos.size() * 4);
   gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, 0, kv.block_stride(), &pb, 0, &ob, 0, qd,
-                      c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, 0};
+                      c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
   gpu::attention(dev, s, op);
   s.download(ob, got.data(), got.size() * 4);
   s.finish();
   EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
-                                   << " depth " << c.depth << " tokens " << c.n_tok;
+                                   << " depth " << c.depth << " tokens " << c.n_tok << " window " << window;
 }
 
 TEST(GpuOps, AttentionMatchesCpu) {
@@ -250,6 +273,13 @@ TEST(GpuOps, AttentionMatchesCpu) {
       {32, 1, 1, 5, 7},
   };
   for (const AttnCase& c : cases) check_attention(*dev, c, rng);
+}
+
+TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(11);
+  for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
+  check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
 }
 
 }  // namespace
