@@ -5,9 +5,10 @@
 // bytes read per decode call: decode at depth should run at the read
 // bandwidth; the 1.1B shape at depth 4096 reads 4.2 MB per layer. GFLOP/s
 // counts QK and PV (4 x heads x head_dim x keys per token). Measured
-// 2026-11-30, 2 threads, AVX-512, min of 3: 1.1B d:4096 t:1 264-304 us
-// (14-16 GB/s; 425-432 us before keys were stored transposed and prefetched
-// line by line), t:512 112 ms (164 GFLOP/s, 47% of the FMA peak). The
+// 2026-11-30, 2 threads, AVX-512, min of 3 alternating runs: 1.1B d:4096 t:1
+// 212 us (20 GB/s; 269 us when K and V were first converted into f32
+// scratch, 425-432 us before keys were stored transposed and prefetched),
+// t:512 90-93 ms (~200 GFLOP/s); 7B d:4096 t:1 1.93 ms (3.47 before). The
 // scores and P V are FMA-bound (2 x 2048 FMAs per block of 64 keys and KV
 // head for 8 query rows); the rest is the read of the cache.
 //
