@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/buffer.h"
 #include "gpu/device.h"
+#include "cpu/ops.h"
 #include "gpu/stream.h"
 #include "quant/weight.h"
 
@@ -61,5 +63,16 @@ void attention(Device& device, Stream& stream, const AttentionOp& op);
 
 // gate[i] = silu(gate[i]) * up[i], i < n.
 void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, int64_t n);
+// y[i] = a[i] + b[i], i < n; y may be a.
+void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n);
+
+// Rows [n][d] from x_offset to y_offset (floats; y may be x): y = x / rms(x) * w (w: d floats).
+void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& w, const Buffer& y,
+              int64_t y_offset, int64_t n, int64_t d, float eps);
+// RoPE in place on [n][n_head * head_dim] from x_offset, with the tables of
+// rope_tables() for the n tokens' positions uploaded to `tables`.
+std::vector<float> rope_tables(const int32_t* pos, int64_t n, const cpu::RopeParams& p);
+void rope(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& tables, int64_t n,
+          const cpu::RopeParams& p);
 
 }  // namespace basalt::gpu

@@ -191,6 +191,59 @@ TEST(GpuOps, SwigluMatchesCpu) {
   }
 }
 
+TEST(GpuOps, AddRmsNormAndRopeMatchCpu) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(12);
+  for (int64_t d : {1, 64, 300, 2048}) {  // rms_norm rows of odd and large widths, in place and not
+    const int64_t n = 5;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng), w = random_floats(static_cast<size_t>(d), rng);
+    std::vector<float> want(x.size()), got(x.size()), got_in_place(x.size());
+    cpu::rms_norm(x.data(), w.data(), want.data(), n, d, 1e-5f);
+    gpu::Buffer xb(*dev, x.size() * 4 + 12, gpu::Memory::device, "x"), wb(*dev, w.size() * 4, gpu::Memory::device, "w"),
+        yb(*dev, x.size() * 4, gpu::Memory::device, "y");
+    gpu::Stream s(*dev);
+    s.upload(xb, x.data(), x.size() * 4, 12);  // at an offset of 3 floats
+    s.upload(wb, w.data(), w.size() * 4);
+    gpu::rms_norm(*dev, s, xb, 3, wb, yb, 0, n, d, 1e-5f);
+    gpu::rms_norm(*dev, s, xb, 3, wb, xb, 3, n, d, 1e-5f);
+    s.download(yb, got.data(), got.size() * 4);
+    s.download(xb, got_in_place.data(), got.size() * 4, 12);
+    s.finish();
+    EXPECT_LT(nmse(got, want), 1e-12) << "rms_norm width " << d;
+    EXPECT_LT(nmse(got_in_place, want), 1e-12) << "rms_norm in place, width " << d;
+  }
+  for (RopeStyle style : {RopeStyle::normal, RopeStyle::neox})
+    for (int64_t rope_dim : {64, 32}) {  // whole heads, and partial rotation
+      const cpu::RopeParams p{3, 64, rope_dim, 10000.0f, 0.25f, style};
+      const std::vector<int32_t> pos = {0, 1, 17, 4095, 40000};
+      const int64_t n = static_cast<int64_t>(pos.size()), width = p.n_head * p.head_dim;
+      std::vector<float> want = random_floats(static_cast<size_t>(n * width), rng), got(want.size());
+      const std::vector<float> x = want, tables = gpu::rope_tables(pos.data(), n, p);
+      cpu::rope(want.data(), n, pos.data(), p);
+      gpu::Buffer xb(*dev, x.size() * 4, gpu::Memory::device, "x"), tb(*dev, tables.size() * 4, gpu::Memory::device, "t");
+      gpu::Stream s(*dev);
+      s.upload(xb, x.data(), x.size() * 4);
+      s.upload(tb, tables.data(), tables.size() * 4);
+      gpu::rope(*dev, s, xb, 0, tb, n, p);
+      s.download(xb, got.data(), got.size() * 4);
+      s.finish();
+      EXPECT_LT(nmse(got, want), 1e-12) << "rope style " << static_cast<int>(style) << " rope_dim " << rope_dim;
+    }
+  for (int64_t n : {1, 1000, 70000}) {
+    const std::vector<float> a = random_floats(static_cast<size_t>(n), rng), b = random_floats(static_cast<size_t>(n), rng);
+    std::vector<float> want(a.size()), got(a.size());
+    cpu::add(a.data(), b.data(), want.data(), n);
+    gpu::Buffer ab(*dev, a.size() * 4, gpu::Memory::device, "a"), bb(*dev, b.size() * 4, gpu::Memory::device, "b");
+    gpu::Stream s(*dev);
+    s.upload(ab, a.data(), a.size() * 4);
+    s.upload(bb, b.data(), b.size() * 4);
+    gpu::add(*dev, s, ab, bb, ab, n);  // in place, as the residual adds are
+    s.download(ab, got.data(), got.size() * 4);
+    s.finish();
+    EXPECT_EQ(got, want) << "add of " << n;
+  }
+}
+
 struct AttnCase {
   int64_t head_dim, n_kv, ratio, depth, n_tok;
 };
