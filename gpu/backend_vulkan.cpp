@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The Vulkan backend. The CPU's KV cache stays the record: attention stores
-// the batch's keys and values there (as the CPU op does) and copies the
-// blocks it touched to the device's copy, so that a node can fall back to
-// the CPU at any time. A node's inputs go up and its output comes back per
-// node (one submit each): correct first; keeping activations on the device
-// between offloaded nodes is the next step.
+// The Vulkan backend. Tensors it writes stay on the device (and its nodes
+// are recorded into one command stream) until someone else reads them: then
+// the executor's sync_to_host() downloads them and the stream is submitted.
+// With `--gpu all` a whole block runs on the device, with one upload at the
+// start of the batch and one download at its end.
+//
+// The CPU's KV cache stays the record: attention stores the batch's keys and
+// values into the device's copy (kv_store.comp, rounded as the CPU rounds)
+// and their f32 rows come back with the next submission, when the CPU stores
+// them too. So any node can fall back to the CPU at any time: a GPU error
+// prints one line and the CPU backend runs everything from then on.
 #include "gpu/backend_vulkan.h"
 
 #include <algorithm>
@@ -20,12 +25,11 @@
 #include "cpu/matmul.h"
 #include "cpu/moe.h"
 #include "cpu/ops.h"
-#include "quant/half.h"
-
 #include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/stream.h"
+#include "quant/half.h"
 
 namespace basalt {
 
@@ -36,27 +40,12 @@ using gpu::Throughputs;
 
 namespace {
 
-// A device buffer that grows to what is asked of it.
-class Scratch {
- public:
-  const gpu::Buffer& at_least(gpu::Device& dev, size_t bytes, const char* what) {
-    if (!buf_ || buf_->size() < bytes) {
-      buf_.reset();
-      buf_ = std::make_unique<gpu::Buffer>(dev, std::max<size_t>(bytes, 1 << 16), gpu::Memory::device, what);
-    }
-    return *buf_;
-  }
-
- private:
-  std::unique_ptr<gpu::Buffer> buf_;
-};
-
 class VulkanBackend final : public Backend {
  public:
   VulkanBackend(std::unique_ptr<gpu::Device> device, const Graph& graph, const ModelSpec& spec, const KvCache& kv,
                 Placement placement, int gpu_layers, const Model& model)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
-        cpu_(make_cpu_backend(model)) {
+        cpu_(make_cpu_backend(model)), tensors_(graph.tensors.size()) {
     // Weights of the matmuls this backend takes, while the device has room for them.
     const uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
     uint64_t used = 0;
@@ -80,6 +69,11 @@ class VulkanBackend final : public Backend {
       if (!wants(n)) continue;
       if (n.op == Op::matmul) upload({n.weight});
       if (n.op == Op::moe) upload({n.moe->gate, n.moe->up, n.moe->down});
+      if (n.op == Op::rms_norm && !vectors_.count(n.vec)) {
+        auto b = std::make_unique<gpu::Buffer>(*dev_, n.vec->size() * 4, gpu::Memory::device, "norm weights");
+        gpu::write_buffer(*dev_, *b, n.vec->data(), n.vec->size() * 4);
+        vectors_.emplace(n.vec, std::move(b));
+      }
     }
     // The KV cache's copy, per layer, when it fits beside the weights (else attention stays on the CPU).
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim) && spec.sliding_window == 0) {
@@ -104,31 +98,67 @@ class VulkanBackend final : public Backend {
     weight_bytes_ = used;
   }
 
+  ~VulkanBackend() override {
+    try {
+      flush(nullptr);
+    } catch (const std::exception&) {  // nothing a destructor can do
+    }
+  }
+
   const char* name() const override { return "vulkan"; }
 
   bool supports(const Node& n) const override {
     if (!wants(n)) return false;
-    if (n.op == Op::matmul) return matrices_.count(n.weight) > 0;
-    if (n.op == Op::moe) return matrices_.count(n.moe->gate) > 0;  // uploaded together with up and down
-    if (n.op == Op::attention) return static_cast<size_t>(n.layer) < keys_.size();
-    return false;
+    switch (n.op) {
+      case Op::matmul: return matrices_.count(n.weight) > 0;
+      case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with up and down
+      case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
+      case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
+      case Op::rms_norm: return vectors_.count(n.vec) > 0;
+      case Op::add:
+      case Op::swiglu: return true;
+      default: return false;
+    }
   }
 
-  void begin_batch(RunContext& ctx) override { cpu_->begin_batch(ctx); }
-  void invalidate(int tensor) override { cpu_->invalidate(tensor); }
+  void begin_batch(RunContext& ctx) override {
+    if (!failed_) flush(&ctx);  // normally a no-op: the last batch ended with a download
+    cpu_->begin_batch(ctx);
+    for (DeviceTensor& t : tensors_) t.on_device = t.host_stale = false;
+    batch_uploaded_ = false;
+  }
+
+  void invalidate(int tensor) override {
+    cpu_->invalidate(tensor);
+    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
+    t.on_device = t.host_stale = false;
+  }
+
+  void sync_to_host(int tensor, RunContext& ctx) override {
+    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
+    if (!t.host_stale || failed_) return;
+    try {
+      stream().download(*t.buf, ctx.buf(tensor), bytes_of(tensor, ctx));
+      t.host_stale = false;
+      flush(&ctx);
+    } catch (const gpu::GpuError& e) {
+      fail(e);  // the host copy of this tensor is lost: say so rather than compute on garbage
+      throw Error(std::string("the GPU failed mid-batch (") + e.what() + "); run again (on the CPU from now on)");
+    }
+  }
 
   void run(const Node& n, RunContext& ctx) override {
     if (!failed_) {
       try {
-        if (n.op == Op::matmul) run_matmul(n, ctx);
-        if (n.op == Op::attention) run_attention(n, ctx);
-        if (n.op == Op::moe) run_moe(n, ctx);
+        run_on_gpu(n, ctx);
         cpu_->invalidate(n.out);
         return;
       } catch (const gpu::GpuError& e) {
-        // The device is gone or out of memory: the CPU from now on, said once.
-        std::fprintf(stderr, "basalt: GPU failed (%s); running on the CPU\n", e.what());
-        failed_ = true;
+        // What only the device held is gone: the node's inputs, or keys and values not yet in the CPU's cache.
+        bool lost = !pending_kv_.empty();
+        for (int t : n.in) lost = lost || (t >= 0 && tensors_[static_cast<size_t>(t)].host_stale);
+        fail(e);
+        if (lost) throw Error(std::string("the GPU failed mid-batch (") + e.what() + "); run again (on the CPU from now on)");
       }
     }
     cpu_->run(n, ctx);
@@ -141,78 +171,210 @@ class VulkanBackend final : public Backend {
     if (matrices_.size() > experts) what += std::to_string(matrices_.size() - experts) + " matmul weights";
     if (experts) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(experts / 3) + " layers";
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
+    if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds and SwiGLU";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
            (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) + " MiB on the device)";
   }
   bool offloads_anything() const { return !matrices_.empty() || !keys_.empty(); }
 
  private:
+  // A graph tensor's device copy: on_device when it holds the newest
+  // contents, host_stale when the host's copy (RunContext::buf) is older.
+  struct DeviceTensor {
+    std::unique_ptr<gpu::Buffer> buf;
+    bool on_device = false, host_stale = false;
+  };
+
   bool wants(const Node& n) const {
     if (gpu_layers_ >= 0 && (n.layer < 0 || n.layer >= gpu_layers_)) return false;
-    if (n.op == Op::attention) return placement_.attn || placement_.all;
-    if (n.op == Op::matmul) return placement_.all && n.layer >= 0;
-    if (n.op == Op::moe) return placement_.experts || placement_.all;
-    return false;
+    switch (n.op) {
+      case Op::attention: return placement_.attn || placement_.all;
+      case Op::moe: return placement_.experts || placement_.all;
+      case Op::matmul:
+      case Op::rms_norm:
+      case Op::rope:
+      case Op::add:
+      case Op::swiglu: return placement_.all && n.layer >= 0;
+      default: return false;
+    }
   }
 
-  void run_matmul(const Node& n, RunContext& ctx) {
-    const Weight& w = *n.weight;
+  static size_t bytes_of(int tensor, const RunContext& ctx) {
+    return static_cast<size_t>(ctx.rows(tensor) * ctx.width(tensor)) * 4;
+  }
+
+  // A buffer of at least bytes; growing it first submits what the stream
+  // recorded (which may use the old one).
+  const gpu::Buffer& ensure(std::unique_ptr<gpu::Buffer>& b, size_t bytes, const char* what, RunContext* ctx) {
+    if (!b || b->size() < bytes) {
+      flush(ctx);
+      b.reset();
+      b = std::make_unique<gpu::Buffer>(*dev_, std::max<size_t>(bytes, 1 << 16), gpu::Memory::device, what);
+    }
+    return *b;
+  }
+
+  // The tensor's newest contents on the device (uploaded from the host if needed).
+  const gpu::Buffer& input(int tensor, RunContext& ctx) {
+    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
+    if (t.on_device) return *t.buf;
+    ensure(t.buf, bytes_of(tensor, ctx), "activations", &ctx);
+    stream().upload(*t.buf, ctx.buf(tensor), bytes_of(tensor, ctx));
+    t.on_device = true;
+    return *t.buf;
+  }
+
+  // The tensor's device buffer, to be written by the node being recorded
+  // (the caller marks it written with written()).
+  const gpu::Buffer& output(int tensor, RunContext& ctx) {
+    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
+    if (t.host_stale) sync_to_host(tensor, ctx);  // growing would lose it (an in-place op reads it first anyway)
+    return ensure(t.buf, bytes_of(tensor, ctx), "activations", &ctx);
+  }
+  void written(int tensor) {
+    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
+    t.on_device = t.host_stale = true;
+  }
+
+  // Submits the stream and waits; then the CPU cache gets the keys and values that came back.
+  void flush(RunContext* ctx) {
+    if (stream_ && !stream_->empty()) stream_->finish();
+    for (PendingKv& p : pending_kv_) {
+      const int64_t kvd = spec_.kv_dim();
+      key16_.resize(static_cast<size_t>(kvd));
+      value16_.resize(static_cast<size_t>(kvd));
+      for (size_t t = 0; t < p.seq.size(); ++t) {
+        for (int64_t i = 0; i < kvd; ++i)
+          key16_[i] = f32_to_f16(p.k[t * kvd + i]), value16_[i] = f32_to_f16(p.v[t * kvd + i]);
+        p.kv->set(p.layer, p.seq[t], p.pos[t], key16_.data(), value16_.data());
+      }
+    }
+    pending_kv_.clear();
+  }
+
+  void fail(const gpu::GpuError& e) {
+    std::fprintf(stderr, "basalt: GPU failed (%s); running on the CPU\n", e.what());
+    failed_ = true;
+    stream_.reset();
+    pending_kv_.clear();
+  }
+
+  void run_on_gpu(const Node& n, RunContext& ctx) {
     const int64_t rows = ctx.rows(n.out), width = ctx.width(n.out);
-    const gpu::Buffer& x = x_.at_least(*dev_, rows * w.cols * 4, "matmul input");
-    const gpu::Buffer& y = y_.at_least(*dev_, rows * width * 4, "matmul output");
-    float* out = ctx.buf(n.out);
     gpu::Stream& s = stream();
-    s.upload(x, ctx.buf(n.in[0]), rows * w.cols * 4);
-    gpu::matmul(*dev_, s, {&matrices_.at(n.weight), 0, &x, 0, w.cols, &y, 0, width, rows});
-    s.download(y, out, rows * width * 4);
-    s.finish();
-    if (n.vec && !n.vec->empty())
-      for (int64_t t = 0; t < rows; ++t) cpu::add(out + t * width, n.vec->data(), out + t * width, width);
+    switch (n.op) {
+      case Op::matmul: {
+        const gpu::Buffer& x = input(n.in[0], ctx);
+        const gpu::Buffer& y = output(n.out, ctx);
+        gpu::matmul(*dev_, s, {&matrices_.at(n.weight), 0, &x, 0, n.weight->cols, &y, 0, width, rows});
+        written(n.out);
+        if (n.vec && !n.vec->empty()) {  // a bias (Qwen2's q, k, v): added on the host
+          sync_to_host(n.out, ctx);
+          float* out = ctx.buf(n.out);
+          for (int64_t t = 0; t < rows; ++t) cpu::add(out + t * width, n.vec->data(), out + t * width, width);
+          tensors_[static_cast<size_t>(n.out)].on_device = false;
+        }
+        break;
+      }
+      case Op::rms_norm: {
+        const gpu::Buffer& x = input(n.in[0], ctx);
+        const gpu::Buffer& y = output(n.out, ctx);
+        gpu::rms_norm(*dev_, s, x, 0, *vectors_.at(n.vec), y, 0, rows, width, n.eps);
+        written(n.out);
+        break;
+      }
+      case Op::rope: {
+        const gpu::Buffer& x = input(n.in[0], ctx);
+        const cpu::RopeParams p{width / spec_.head_dim, spec_.head_dim, spec_.rope_dim, spec_.rope_theta,
+                                spec_.rope_freq_scale, spec_.rope_style};
+        gpu::rope(*dev_, s, x, 0, batch_tables(ctx), rows, p);
+        written(n.out);
+        break;
+      }
+      case Op::add: {
+        const gpu::Buffer& a = input(n.in[0], ctx);
+        const gpu::Buffer& b = input(n.in[1], ctx);
+        const gpu::Buffer& y = output(n.out, ctx);
+        gpu::add(*dev_, s, a, b, y, rows * width);
+        written(n.out);
+        break;
+      }
+      case Op::swiglu: {
+        const gpu::Buffer& g = input(n.in[0], ctx);
+        const gpu::Buffer& u = input(n.in[1], ctx);
+        const gpu::Buffer& y = output(n.out, ctx);
+        gpu::swiglu(*dev_, s, g, u, y, rows * width);
+        written(n.out);
+        break;
+      }
+      case Op::attention: run_attention(n, ctx); break;
+      case Op::moe: run_moe(n, ctx); break;
+      default: throw gpu::GpuError(std::string("internal: no GPU op ") + op_name(n.op));
+    }
+  }
+
+  // The batch's positions, per-token cache offsets and RoPE tables, uploaded once per batch.
+  void upload_batch(RunContext& ctx) {
+    if (batch_uploaded_) return;
+    const Batch& b = *ctx.batch;
+    const int64_t n = b.size();
+    base_.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) base_[t] = static_cast<uint32_t>(b.seq[t] * per_seq_);
+    const cpu::RopeParams p{1, spec_.head_dim, spec_.rope_dim, spec_.rope_theta, spec_.rope_freq_scale, spec_.rope_style};
+    tables_ = spec_.rope_dim >= 2 ? gpu::rope_tables(b.pos.data(), n, p) : std::vector<float>(1);
+    ensure(pos_, n * 4, "positions", &ctx);
+    ensure(base_buf_, n * 4, "cache offsets", &ctx);
+    ensure(tables_buf_, tables_.size() * 4, "RoPE tables", &ctx);
+    gpu::Stream& s = stream();
+    s.upload(*pos_, b.pos.data(), n * 4);
+    s.upload(*base_buf_, base_.data(), n * 4);
+    s.upload(*tables_buf_, tables_.data(), tables_.size() * 4);
+    batch_uploaded_ = true;
+  }
+  const gpu::Buffer& batch_tables(RunContext& ctx) {
+    upload_batch(ctx);
+    return *tables_buf_;
   }
 
   void run_attention(const Node& n, RunContext& ctx) {
     const Batch& b = *ctx.batch;
     const int64_t rows = b.size(), qd = spec_.q_dim(), kvd = spec_.kv_dim();
-    const float* k = ctx.buf(n.in[1]);
-    const float* v = ctx.buf(n.in[2]);
-    // The batch's keys and values into the CPU's cache, as f16 (the record).
-    key16_.resize(static_cast<size_t>(kvd));
-    value16_.resize(static_cast<size_t>(kvd));
-    for (int64_t t = 0; t < rows; ++t) {
-      for (int64_t i = 0; i < kvd; ++i) key16_[i] = f32_to_f16(k[t * kvd + i]), value16_[i] = f32_to_f16(v[t * kvd + i]);
-      ctx.kv->set(n.layer, b.seq[t], b.pos[t], key16_.data(), value16_.data());
-    }
-    const gpu::Buffer& q = x_.at_least(*dev_, rows * qd * 4, "attention queries");
-    const gpu::Buffer& o = y_.at_least(*dev_, rows * qd * 4, "attention output");
-    const gpu::Buffer& pos = pos_.at_least(*dev_, rows * 4, "positions");
-    const gpu::Buffer& kb = *keys_[static_cast<size_t>(n.layer)];
-    const gpu::Buffer& vb = *values_[static_cast<size_t>(n.layer)];
-    gpu::Stream& s = stream();
-    s.upload(q, ctx.buf(n.in[0]), rows * qd * 4);
-    s.upload(pos, b.pos.data(), rows * 4);
+    upload_batch(ctx);
+    const gpu::Buffer& q = input(n.in[0], ctx);
+    const gpu::Buffer& k = input(n.in[1], ctx);
+    const gpu::Buffer& v = input(n.in[2], ctx);
+    const gpu::Buffer& o = output(n.out, ctx);
+    const gpu::Buffer& kc = *keys_[static_cast<size_t>(n.layer)];
+    const gpu::Buffer& vc = *values_[static_cast<size_t>(n.layer)];
     const int64_t stride = ctx.kv->block_stride();
+    gpu::Stream& s = stream();
+    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, stride});
+    // The same rows for the CPU's cache, stored when they come back (flush).
+    PendingKv& p = pending_kv_.emplace_back();
+    p.kv = ctx.kv;
+    p.layer = n.layer;
+    p.seq.assign(b.seq.begin(), b.seq.end());
+    p.pos.assign(b.pos.begin(), b.pos.end());
+    p.k.resize(static_cast<size_t>(rows * kvd));
+    p.v.resize(static_cast<size_t>(rows * kvd));
+    s.download(k, p.k.data(), p.k.size() * 4);
+    s.download(v, p.v.data(), p.v.size() * 4);
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
-      int64_t t1 = t0 + 1, lo = b.pos[t0], hi = b.pos[t0];
-      for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) lo = std::min<int64_t>(lo, b.pos[t1]), hi = std::max<int64_t>(hi, b.pos[t1]);
-      // The cache blocks this run wrote, copied to the device.
-      const int seq = b.seq[t0];
-      const int64_t first = lo / KvCache::kBlock, last = hi / KvCache::kBlock;
-      const size_t at = static_cast<size_t>(seq * per_seq_ + first * stride), count = static_cast<size_t>((last - first + 1) * stride);
-      s.upload(kb, ctx.kv->key_blocks(n.layer, seq) + first * stride, count * 2, at * 2);
-      s.upload(vb, ctx.kv->value_blocks(n.layer, seq) + first * stride, count * 2, at * 2);
-      gpu::AttentionOp op{&q, t0 * qd, qd, &kb, &vb, seq * per_seq_, stride, &pos, t0, &o, t0 * qd, qd,
+      int64_t t1 = t0 + 1;
+      while (t1 < rows && b.seq[t1] == b.seq[t0]) ++t1;
+      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, b.seq[t0] * per_seq_, stride, pos_.get(), t0, &o, t0 * qd, qd,
                           t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0};
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }
-    s.download(o, ctx.buf(n.out), rows * qd * 4);
-    s.finish();
+    written(n.out);
   }
 
   // MoE: routing on the CPU (the router is small), then every expert's
   // tokens in one upload, gate and up per expert, one SwiGLU over all rows,
   // down per expert, one download; the CPU adds the weighted rows.
   void run_moe(const Node& n, RunContext& ctx) {
+    sync_to_host(n.in[0], ctx);
     const MoeWeights& m = *n.moe;
     const int64_t rows = ctx.rows(n.out), d = ctx.width(n.out), E = m.n_expert, K = m.n_used, F = m.n_ff;
     const float* x = ctx.buf(n.in[0]);
@@ -240,10 +402,10 @@ class VulkanBackend final : public Backend {
         row_token_[static_cast<size_t>(r)] = t;
         row_weight_[static_cast<size_t>(r)] = choice_w_[t * K + i];
       }
-    const gpu::Buffer& xb = x_.at_least(*dev_, total * d * 4, "expert inputs");
-    const gpu::Buffer& gb = gate_.at_least(*dev_, total * F * 4, "expert gates");
-    const gpu::Buffer& ub = up_.at_least(*dev_, total * F * 4, "expert ups");
-    const gpu::Buffer& yb = y_.at_least(*dev_, total * d * 4, "expert outputs");
+    const gpu::Buffer& xb = ensure(expert_x_, total * d * 4, "expert inputs", &ctx);
+    const gpu::Buffer& gb = ensure(expert_gate_, total * F * 4, "expert gates", &ctx);
+    const gpu::Buffer& ub = ensure(expert_up_, total * F * 4, "expert ups", &ctx);
+    const gpu::Buffer& yb = ensure(expert_y_, total * d * 4, "expert outputs", &ctx);
     const gpu::GpuMatrix &gw = matrices_.at(m.gate), &uw = matrices_.at(m.up), &dw = matrices_.at(m.down);
     gpu::Stream& s = stream();
     s.upload(xb, sorted_x_.data(), total * d * 4);
@@ -253,14 +415,14 @@ class VulkanBackend final : public Backend {
       gpu::matmul(*dev_, s, {&gw, e, &xb, first[e] * d, d, &gb, first[e] * F, F, ne});
       gpu::matmul(*dev_, s, {&uw, e, &xb, first[e] * d, d, &ub, first[e] * F, F, ne});
     }
-    gpu::swiglu(*dev_, s, gb, ub, total * F);
+    gpu::swiglu(*dev_, s, gb, ub, gb, total * F);
     for (int64_t e = 0; e < E; ++e) {
       const int64_t ne = first[e + 1] - first[e];
       if (ne > 0) gpu::matmul(*dev_, s, {&dw, e, &gb, first[e] * F, F, &yb, first[e] * d, d, ne});
     }
     sorted_y_.resize(static_cast<size_t>(total * d));
     s.download(yb, sorted_y_.data(), total * d * 4);
-    s.finish();
+    flush(&ctx);
     float* y = ctx.buf(n.out);
     std::fill(y, y + rows * d, 0.0f);
     for (int64_t r = 0; r < total; ++r) {
@@ -269,12 +431,22 @@ class VulkanBackend final : public Backend {
       const float* yr = sorted_y_.data() + r * d;
       for (int64_t j = 0; j < d; ++j) yt[j] += w * yr[j];
     }
+    DeviceTensor& out = tensors_[static_cast<size_t>(n.out)];
+    out.on_device = out.host_stale = false;  // the result is on the host
   }
 
   gpu::Stream& stream() {
     if (!stream_) stream_ = std::make_unique<gpu::Stream>(*dev_);
     return *stream_;
   }
+
+  // Keys and values of one attention node, on their way back to the CPU's cache.
+  struct PendingKv {
+    KvCache* kv;
+    int64_t layer;
+    std::vector<int32_t> seq, pos;
+    std::vector<float> k, v;
+  };
 
   std::unique_ptr<gpu::Device> dev_;
   const ModelSpec& spec_;
@@ -283,16 +455,22 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Backend> cpu_;  // the fallback
   bool failed_ = false;
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
+  std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
   int64_t per_seq_ = 0;                                      // f16 elements of one sequence's blocks
   uint64_t weight_bytes_ = 0;
   std::unique_ptr<gpu::Stream> stream_;
-  Scratch x_, y_, pos_, gate_, up_;
+  std::vector<DeviceTensor> tensors_;
+  std::vector<PendingKv> pending_kv_;
+  bool batch_uploaded_ = false;
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, expert_x_, expert_gate_, expert_up_, expert_y_;
+  std::vector<uint32_t> base_;
+  std::vector<float> tables_;
   std::vector<uint16_t> key16_, value16_;
   std::vector<float> logits_, choice_w_, sorted_x_, sorted_y_, row_weight_;
   std::vector<int32_t> choice_;
-  QuantizedActs router_xq_;
   std::vector<int64_t> row_token_;
+  QuantizedActs router_xq_;
 };
 
 }  // namespace
@@ -341,4 +519,5 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
     return nullptr;
   }
 }
+
 }  // namespace basalt

@@ -61,8 +61,17 @@ struct AttentionOp {
 bool attention_supported(int64_t head_dim);
 void attention(Device& device, Stream& stream, const AttentionOp& op);
 
-// gate[i] = silu(gate[i]) * up[i], i < n.
-void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, int64_t n);
+// Stores n_tok keys and values (f32 [n_tok][kv_dim]) at their positions into
+// the device caches k_cache, v_cache (f16, the CPU cache's layout), token t
+// at its sequence's first block base[t]; rounded as quant/half.h rounds.
+struct KvStoreOp {
+  const Buffer *k, *v, *pos, *base, *k_cache, *v_cache;
+  int64_t n_tok = 0, kv_dim = 0, head_dim = 0, block_stride = 0;
+};
+void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
+
+// y[i] = silu(gate[i]) * up[i], i < n; y may be gate.
+void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, const Buffer& y, int64_t n);
 // y[i] = a[i] + b[i], i < n; y may be a.
 void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n);
 

@@ -42,6 +42,9 @@ class Backend {
   virtual void run(const Node& node, RunContext& ctx) = 0;
   // Another backend wrote the tensor: drop anything derived from its old contents.
   virtual void invalidate(int tensor) {}
+  // Someone else is about to read the tensor from RunContext::buf: if this
+  // backend holds its newest contents elsewhere (a GPU), it copies them there now.
+  virtual void sync_to_host(int tensor, RunContext& ctx) {}
 };
 
 }  // namespace basalt

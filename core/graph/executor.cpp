@@ -65,6 +65,12 @@ void Executor::begin(const Batch& batch) {
 void Executor::run_nodes(size_t begin, size_t end) {
   OpProfile* profile = OpProfile::get();
   for (size_t i = begin; i < end; ++i) {
+    const Node& n = graph_.nodes[i];
+    if (backends_.size() > 1) {  // its inputs' newest contents where it reads them
+      for (int t : n.in)
+        if (t >= 0) sync_for(placement_[i], t);
+      if (before_node_) sync_for(nullptr, -1);
+    }
     if (before_node_) before_node_(i, ctx_);
     const auto t0 = std::chrono::steady_clock::now();
     placement_[i]->run(graph_.nodes[i], ctx_);
@@ -79,7 +85,25 @@ void Executor::run_nodes(size_t begin, size_t end) {
 const float* Executor::run(const Batch& batch) {
   begin(batch);
   run_nodes(0, graph_.nodes.size());
+  sync_for(nullptr, graph_.logits);
   return ctx_.buf(graph_.logits);
+}
+
+void Executor::sync_for(const Backend* reader, int tensor) {
+  if (backends_.size() < 2) return;
+  for (auto& b : backends_) {
+    if (b.get() == reader) continue;
+    if (tensor >= 0) {
+      b->sync_to_host(tensor, ctx_);
+    } else {
+      for (size_t t = 0; t < graph_.tensors.size(); ++t) b->sync_to_host(static_cast<int>(t), ctx_);
+    }
+  }
+}
+
+float* Executor::tensor(int t) {
+  sync_for(nullptr, t);
+  return ctx_.buf(t);
 }
 
 void Executor::run_layers(const Batch& batch, int first, int last) {
@@ -92,6 +116,7 @@ void Executor::run_layers(const Batch& batch, int first, int last) {
   size_t e = b;
   while (e < graph_.nodes.size() && graph_.nodes[e].layer >= first && graph_.nodes[e].layer <= last) ++e;
   run_nodes(b, e);
+  sync_for(nullptr, graph_.tokens_out);
 }
 
 }  // namespace basalt

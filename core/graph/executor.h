@@ -32,7 +32,7 @@ class Executor {
   // calibration): the residual stream, tensor(graph().tokens_out), is read
   // before and holds the result after. Same errors as run().
   void run_layers(const Batch& batch, int first, int last);
-  float* tensor(int t) { return ctx_.buf(t); }  // [max_batch][width]
+  float* tensor(int t);  // [max_batch][width], its newest contents
 
   // Called before each node runs (its index in graph().nodes); empty: none.
   using NodeHook = std::function<void(size_t node, const RunContext& ctx)>;
@@ -58,6 +58,8 @@ class Executor {
   std::string offload_plan_;
 
   void begin(const Batch& batch);
+  // Backends other than reader copy their newer contents of tensor (all of them: -1) to the host.
+  void sync_for(const Backend* reader, int tensor);
   void run_nodes(size_t begin, size_t end);
 };
 

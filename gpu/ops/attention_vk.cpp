@@ -42,4 +42,14 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   {u32(op.n_head, "heads"), u32(op.n_tok, "tokens"), 1});
 }
 
+void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
+  if (op.n_tok <= 0) return;
+  struct {
+    uint32_t kv_dim, head_dim, block_stride;
+  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), u32(op.block_stride, "block_stride")};
+  stream.dispatch(device.pipeline({"kv_store", 6, sizeof push, {}}),
+                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), out(*op.k_cache), out(*op.v_cache)}, &push,
+                  sizeof push, {u32((op.kv_dim + 63) / 64, "kv_dim"), u32(op.n_tok, "tokens"), 1});
+}
+
 }  // namespace basalt::gpu

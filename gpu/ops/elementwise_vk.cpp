@@ -23,10 +23,11 @@ uint32_t count(int64_t n, std::initializer_list<const Buffer*> bufs, const char*
 }
 }  // namespace
 
-void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, int64_t n) {
+void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, const Buffer& y, int64_t n) {
   if (n <= 0) return;
-  const uint32_t push = count(n, {&gate, &up}, "swiglu");
-  stream.dispatch(device.pipeline({"swiglu", 2, 4, {}}), {inout(gate), in(up)}, &push, sizeof push, elementwise_groups(n));
+  const uint32_t push = count(n, {&gate, &up, &y}, "swiglu");
+  stream.dispatch(device.pipeline({"swiglu", 3, 4, {}}), {in(gate), in(up), out(y)}, &push, sizeof push,
+                  elementwise_groups(n));
 }
 
 void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n) {

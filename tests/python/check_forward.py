@@ -82,9 +82,13 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
-               n_vocab: int, timeout: float, gpu: str = "") -> np.ndarray:
+               n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0) -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
-    env = dict(os.environ, BASALT_GPU=gpu) if gpu else None
+    env = dict(os.environ)
+    if gpu:
+        env["BASALT_GPU"] = gpu
+    if ubatch:
+        env["BASALT_UBATCH"] = str(ubatch)
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -191,7 +195,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout, ns.gpu)
+                         ns.timeout, ns.gpu, ns.ubatch)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -227,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rtol", type=float)
     p.add_argument("--timeout", type=float, default=600.0, help="engine time limit, seconds")
     p.add_argument("--keep", metavar="DIR", help="keep model and logits in DIR")
+    p.add_argument("--ubatch", type=int, default=0, help="tokens per engine batch (BASALT_UBATCH)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
     ns = p.parse_args(argv)
@@ -244,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens = tokens or (list(case.tokens) or None)
         n_tokens = case.n_tokens
         ns.gpu = ns.gpu or case.gpu
+        ns.ubatch = ns.ubatch or case.ubatch
     config = None
     if make is not None:
         try:

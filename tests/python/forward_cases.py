@@ -36,6 +36,7 @@ class Case:
     n_tokens: int = 32
     nmse_max: float | None = None    # None: the bound of the weight class
     gpu: str = ""                    # a GPU placement (--gpu) for the engine: "" = CPU only
+    ubatch: int = 0                  # tokens per engine batch (BASALT_UBATCH): 0 = all at once
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -110,6 +111,9 @@ _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0
         ("attn,experts", ("llama_moe4_top2_q8_0",)))
 _BASE = {c.name: c for c in CASES}
 CASES += [dataclasses.replace(_BASE[n], name=f"gpu_{g.replace(',', '_')}_{n}", gpu=g) for g, names in _GPU for n in names]
+# Prefill in chunks, then decode token by token: the device's KV cache carries over between batches.
+CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_llama_q8_0_chunked", gpu=g, ubatch=u)
+          for g, u in (("all", 7), ("attn", 1))]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

@@ -184,7 +184,7 @@ TEST(GpuOps, SwigluMatchesCpu) {
     gpu::Stream s(*dev);
     s.upload(gb, g.data(), g.size() * 4);
     s.upload(ub, u.data(), u.size() * 4);
-    gpu::swiglu(*dev, s, gb, ub, n);
+    gpu::swiglu(*dev, s, gb, ub, gb, n);
     s.download(gb, got.data(), got.size() * 4);
     s.finish();
     EXPECT_LT(nmse(got, want), 1e-12) << n << " elements";

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// Stores the batch's keys and values (f32 rows [n][kv_dim]) into the device's
+// copy of the KV cache, in the CPU cache's block layout (kv_cache.h), as f16
+// rounded to nearest even exactly as quant/half.h's f32_to_f16 does: the
+// device's cache and the CPU's hold the same bits. One invocation per (element, token).
+#version 450
+#extension GL_EXT_shader_16bit_storage : require
+
+layout(local_size_x = 64) in;
+
+layout(binding = 0) readonly buffer K { float k[]; };
+layout(binding = 1) readonly buffer V { float v[]; };
+layout(binding = 2) readonly buffer Pos { int pos[]; };
+layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block in the caches
+layout(binding = 4) writeonly buffer KC { uint16_t kc[]; };
+layout(binding = 5) writeonly buffer VC { uint16_t vc[]; };
+
+layout(push_constant) uniform Params { uint kv_dim, head_dim, block_stride; } p;
+
+const uint BLOCK = 64;
+
+uint f32_to_f16(float f) {
+  const uint x = floatBitsToUint(f);
+  const uint sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+  if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u);  // inf, nan
+  if (ax >= 0x477FF000u) return sign | 0x7C00u;                                     // overflow to inf
+  if (ax < 0x38800000u) {                                                            // a subnormal half, or zero
+    if (ax < 0x33000000u) return sign;
+    const uint e = ax >> 23, m = (ax & 0x7FFFFFu) | 0x800000u, shift = 126u - e;
+    uint r = m >> shift;
+    const uint rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) ++r;
+    return sign | r;
+  }
+  uint r = (ax - 0x38000000u) >> 13;
+  const uint rem = ax & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) ++r;
+  return sign | r;
+}
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
+  if (i >= p.kv_dim) return;
+  const uint ps = uint(pos[t]), blk = base[t] + (ps / BLOCK) * p.block_stride, j = ps % BLOCK;
+  kc[blk + i * BLOCK + j] = uint16_t(f32_to_f16(k[t * p.kv_dim + i]));
+  vc[blk + ((i / p.head_dim) * BLOCK + j) * p.head_dim + i % p.head_dim] = uint16_t(f32_to_f16(v[t * p.kv_dim + i]));
+}
