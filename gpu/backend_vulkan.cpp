@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +47,7 @@ class VulkanBackend final : public Backend {
                 Placement placement, int gpu_layers, const Model& model)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
         cpu_(make_cpu_backend(model)), tensors_(graph.tensors.size()) {
+    if (const char* f = std::getenv("BASALT_GPU_FAIL_AFTER")) fail_after_ = std::atoll(f);
     // Weights of the matmuls this backend takes, while the device has room for them.
     const uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
     uint64_t used = 0;
@@ -142,8 +144,8 @@ class VulkanBackend final : public Backend {
       t.host_stale = false;
       flush(&ctx);
     } catch (const gpu::GpuError& e) {
-      fail(e);  // the host copy of this tensor is lost: say so rather than compute on garbage
-      throw Error(std::string("the GPU failed mid-batch (") + e.what() + "); run again (on the CPU from now on)");
+      fail(e);  // the host copy of this tensor is lost: the executor runs the batch again on the CPU
+      throw BackendFailed(std::string("GPU failed: ") + e.what());
     }
   }
 
@@ -158,7 +160,7 @@ class VulkanBackend final : public Backend {
         bool lost = !pending_kv_.empty();
         for (int t : n.in) lost = lost || (t >= 0 && tensors_[static_cast<size_t>(t)].host_stale);
         fail(e);
-        if (lost) throw Error(std::string("the GPU failed mid-batch (") + e.what() + "); run again (on the CPU from now on)");
+        if (lost) throw BackendFailed(std::string("GPU failed: ") + e.what());
       }
     }
     cpu_->run(n, ctx);
@@ -260,6 +262,8 @@ class VulkanBackend final : public Backend {
   }
 
   void run_on_gpu(const Node& n, RunContext& ctx) {
+    if (fail_after_ >= 0 && nodes_run_++ >= fail_after_)  // BASALT_GPU_FAIL_AFTER: the fallback's test
+      throw gpu::GpuError("device lost (injected by BASALT_GPU_FAIL_AFTER)", VK_ERROR_DEVICE_LOST);
     const int64_t rows = ctx.rows(n.out), width = ctx.width(n.out);
     gpu::Stream& s = stream();
     switch (n.op) {
@@ -454,6 +458,7 @@ class VulkanBackend final : public Backend {
   int gpu_layers_;
   std::unique_ptr<Backend> cpu_;  // the fallback
   bool failed_ = false;
+  int64_t fail_after_ = -1, nodes_run_ = 0;  // BASALT_GPU_FAIL_AFTER=N: a lost device after N nodes
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences

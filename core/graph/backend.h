@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/error.h"
 #include "core/graph/graph.h"
 #include "core/model/model_spec.h"
 #include "core/runtime/batch.h"
@@ -30,6 +31,13 @@ struct RunContext {
   int64_t rows(int tensor) const {
     return graph->tensors[static_cast<size_t>(tensor)].output_rows ? static_cast<int64_t>(out_rows.size()) : batch->size();
   }
+};
+
+// A backend that can no longer run (a lost GPU) in the middle of a batch,
+// holding data nobody else has: the executor runs the batch again on the CPU.
+class BackendFailed : public Error {
+ public:
+  using Error::Error;
 };
 
 class Backend {

@@ -84,9 +84,23 @@ void Executor::run_nodes(size_t begin, size_t end) {
 
 const float* Executor::run(const Batch& batch) {
   begin(batch);
-  run_nodes(0, graph_.nodes.size());
-  sync_for(nullptr, graph_.logits);
+  try {
+    run_nodes(0, graph_.nodes.size());
+    sync_for(nullptr, graph_.logits);
+  } catch (const BackendFailed&) {
+    // The GPU is gone mid-batch: the whole batch again, on the CPU. Its cache
+    // writes are idempotent (same positions, same values).
+    cpu_only();
+    begin(batch);
+    run_nodes(0, graph_.nodes.size());
+  }
   return ctx_.buf(graph_.logits);
+}
+
+void Executor::cpu_only() {
+  Backend* cpu = backends_.back().get();  // the CPU backend, which runs every op
+  for (Backend*& b : placement_) b = cpu;
+  backends_.erase(backends_.begin(), backends_.end() - 1);
 }
 
 void Executor::sync_for(const Backend* reader, int tensor) {
@@ -115,8 +129,12 @@ void Executor::run_layers(const Batch& batch, int first, int last) {
   while (b < graph_.nodes.size() && graph_.nodes[b].layer < first) ++b;
   size_t e = b;
   while (e < graph_.nodes.size() && graph_.nodes[e].layer >= first && graph_.nodes[e].layer <= last) ++e;
-  run_nodes(b, e);
-  sync_for(nullptr, graph_.tokens_out);
+  try {
+    run_nodes(b, e);
+    sync_for(nullptr, graph_.tokens_out);
+  } catch (const BackendFailed&) {
+    throw Error("the GPU failed while running layers " + std::to_string(first) + ".." + std::to_string(last));
+  }
 }
 
 }  // namespace basalt

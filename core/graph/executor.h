@@ -58,6 +58,7 @@ class Executor {
   std::string offload_plan_;
 
   void begin(const Batch& batch);
+  void cpu_only();  // every node on the CPU backend from now on
   // Backends other than reader copy their newer contents of tensor (all of them: -1) to the host.
   void sync_for(const Backend* reader, int tensor);
   void run_nodes(size_t begin, size_t end);

@@ -82,13 +82,16 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
-               n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0) -> np.ndarray:
+               n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
+               gpu_fail_after: int = -1) -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if gpu:
         env["BASALT_GPU"] = gpu
     if ubatch:
         env["BASALT_UBATCH"] = str(ubatch)
+    if gpu_fail_after >= 0:
+        env["BASALT_GPU_FAIL_AFTER"] = str(gpu_fail_after)
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -96,6 +99,8 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
     if res.returncode != 0:
         raise RuntimeError(f"engine exited with status {res.returncode}: {' '.join(cmd[:3])} ...\n"
                            f"{res.stderr.strip()[-2000:]}")
+    if gpu_fail_after >= 0 and "GPU failed" not in res.stderr:
+        raise RuntimeError(f"BASALT_GPU_FAIL_AFTER={gpu_fail_after}: the engine did not report the lost GPU")
     data = np.fromfile(out, dtype="<f4")
     want = len(tokens) * n_vocab
     if data.size != want:
@@ -195,7 +200,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout, ns.gpu, ns.ubatch)
+                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -232,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="engine time limit, seconds")
     p.add_argument("--keep", metavar="DIR", help="keep model and logits in DIR")
     p.add_argument("--ubatch", type=int, default=0, help="tokens per engine batch (BASALT_UBATCH)")
+    p.add_argument("--gpu-fail-after", type=int, default=-1, metavar="N",
+                   help="inject a lost GPU after N GPU nodes (BASALT_GPU_FAIL_AFTER)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
     ns = p.parse_args(argv)
@@ -250,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         n_tokens = case.n_tokens
         ns.gpu = ns.gpu or case.gpu
         ns.ubatch = ns.ubatch or case.ubatch
+        ns.gpu_fail_after = case.gpu_fail_after if ns.gpu_fail_after < 0 else ns.gpu_fail_after
     config = None
     if make is not None:
         try:

@@ -37,6 +37,7 @@ class Case:
     nmse_max: float | None = None    # None: the bound of the weight class
     gpu: str = ""                    # a GPU placement (--gpu) for the engine: "" = CPU only
     ubatch: int = 0                  # tokens per engine batch (BASALT_UBATCH): 0 = all at once
+    gpu_fail_after: int = -1         # BASALT_GPU_FAIL_AFTER: the device is "lost" after this many GPU nodes
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -114,6 +115,10 @@ CASES += [dataclasses.replace(_BASE[n], name=f"gpu_{g.replace(',', '_')}_{n}", g
 # Prefill in chunks, then decode token by token: the device's KV cache carries over between batches.
 CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_llama_q8_0_chunked", gpu=g, ubatch=u)
           for g, u in (("all", 7), ("attn", 1))]
+# The device lost mid-batch (injected): the engine must finish on the CPU with the same bounds.
+CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_lost_after_{k}", gpu=g, ubatch=u,
+                              gpu_fail_after=k)
+          for g, u, k in (("all", 7, 100), ("all", 0, 0), ("attn", 1, 30))]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
