@@ -24,8 +24,8 @@ struct GpuMatrix {
   int64_t rows = 0, cols = 0, mat_rows = 0, tiles_per_mat = 0;
 };
 
-// The matmul shader for a weight, or "" when there is none (dense and K-quant
-// formats, act-order input permutations: those stay on the CPU for now).
+// The matmul shader for a weight, or "" when there is none (dense formats and
+// act-order input permutations: those stay on the CPU for now).
 std::string matmul_shader(const Weight& w);
 // Copies the weight to the device (throws GpuError, out_of_memory() when it does not fit).
 GpuMatrix upload_matrix(Device& device, const Weight& w);

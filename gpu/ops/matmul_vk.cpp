@@ -28,6 +28,9 @@ std::string matmul_shader(const Weight& w) {
   if (w.bits == 4 && w.scales == QaScales::f16_zero) return "matmul_q4_zero";
   if (w.bits == 8 && w.scales == QaScales::f16_sym) return "matmul_q8_sym";
   if (w.bits == 8 && w.scales == QaScales::f16_zero) return "matmul_q8_zero";
+  if (w.bits == 4 && w.scales == QaScales::kquant) return "matmul_q4_kquant";
+  if (w.bits == 5 && w.scales == QaScales::kquant) return "matmul_q5_kquant";
+  if (w.bits == 6 && w.scales == QaScales::q6k) return "matmul_q6_q6k";
   return "";
 }
 
