@@ -17,18 +17,26 @@
 
 namespace basalt::gpu {
 
-// A weight on the device, in the CPU's tiled qa layout (quant/qa_layout.h).
+// A weight on the device, in the CPU's tiled qa layout (quant/qa_layout.h),
+// in as many buffers as the device's binding and allocation limits need
+// (whole tiles each).
 struct GpuMatrix {
-  std::unique_ptr<Buffer> buffer;
+  struct Part {
+    std::unique_ptr<Buffer> buffer;
+    int64_t first_tile, tiles;  // of the whole (stacked) weight
+  };
+  std::vector<Part> parts;
   std::string shader;
   int64_t rows = 0, cols = 0, mat_rows = 0, tiles_per_mat = 0;
+  size_t tile_bytes = 0;
 };
 
 // The matmul shader for a weight, or "" when there is none (dense formats and
 // act-order input permutations: those stay on the CPU for now).
 std::string matmul_shader(const Weight& w);
-// Copies the weight to the device (throws GpuError, out_of_memory() when it does not fit).
-GpuMatrix upload_matrix(Device& device, const Weight& w);
+// Copies the weight to the device (throws GpuError, out_of_memory() when it
+// does not fit). max_part_bytes: a smaller limit per buffer than the device's (tests).
+GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes = 0);
 
 // y[t][y_offset + t * ldy + r] = sum_k W_mat[r][k] x[x_offset + t * ldx + k], t < n_tok, r < mat_rows.
 struct MatmulOp {

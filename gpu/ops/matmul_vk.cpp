@@ -34,7 +34,7 @@ std::string matmul_shader(const Weight& w) {
   return "";
 }
 
-GpuMatrix upload_matrix(Device& device, const Weight& w) {
+GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) {
   GpuMatrix m;
   m.shader = matmul_shader(w);
   if (m.shader.empty()) throw GpuError("no GPU matmul for " + w.name + " (" + w.describe() + ")");
@@ -42,24 +42,40 @@ GpuMatrix upload_matrix(Device& device, const Weight& w) {
   m.cols = w.cols;
   m.mat_rows = w.mat_rows;
   m.tiles_per_mat = w.tiles_per_mat();
-  const size_t bytes = w.total_bytes();
-  if (bytes > device.info().max_storage_range)
-    throw GpuError(w.name + ": " + std::to_string(bytes >> 20) + " MiB is more than one binding may span on " +
-                       device.info().name,
-                   VK_ERROR_OUT_OF_DEVICE_MEMORY);
-  m.buffer = std::make_unique<Buffer>(device, bytes, Memory::device, "weights of " + w.name);
-  write_buffer(device, *m.buffer, w.data, bytes);
+  m.tile_bytes = w.tile_bytes;
+  // Whole tiles per buffer, within what one allocation and one binding may be.
+  const GpuInfo& info = device.info();
+  size_t limit = max_part_bytes ? max_part_bytes : info.max_storage_range;
+  if (info.max_alloc_bytes) limit = std::min<size_t>(limit, info.max_alloc_bytes);
+  const int64_t tiles = w.total_bytes() / w.tile_bytes, per_part = static_cast<int64_t>(limit / w.tile_bytes);
+  if (per_part < 1)
+    throw GpuError(w.name + ": one tile (" + std::to_string(w.tile_bytes) + " bytes) is more than one binding may span on " +
+                   info.name, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  for (int64_t t0 = 0; t0 < tiles; t0 += per_part) {
+    const int64_t n = std::min(per_part, tiles - t0);
+    const size_t bytes = static_cast<size_t>(n) * w.tile_bytes;
+    m.parts.push_back({std::make_unique<Buffer>(device, bytes, Memory::device, "weights of " + w.name), t0, n});
+    write_buffer(device, *m.parts.back().buffer, w.data + static_cast<size_t>(t0) * w.tile_bytes, bytes);
+  }
   return m;
 }
 
+// One dispatch per buffer the matrix's tiles lie in: tiles [first, last) of
+// the whole weight are rows (tile - mat's first tile) * 16 of the output.
 void matmul(Device& device, Stream& stream, const MatmulOp& op) {
   const GpuMatrix& w = *op.w;
   const Pipeline& pipe = device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
-  const Push push{u32(w.mat_rows, "rows"),   u32(w.cols, "cols"),        u32(op.n_tok, "tokens"),
-                  u32(op.mat * w.tiles_per_mat, "tile"), u32(op.x_offset, "x offset"), u32(op.ldx, "ldx"),
-                  u32(op.y_offset, "y offset"), u32(op.ldy, "ldy")};
-  const Groups groups{u32(w.tiles_per_mat, "tiles"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")};
-  stream.dispatch(pipe, {in(*w.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+  const int64_t first = op.mat * w.tiles_per_mat, last = first + w.tiles_per_mat;
+  for (const GpuMatrix::Part& part : w.parts) {
+    const int64_t a = std::max(first, part.first_tile), b = std::min(last, part.first_tile + part.tiles);
+    if (a >= b) continue;
+    const int64_t row0 = (a - first) * 16;
+    const Push push{u32(w.mat_rows - row0, "rows"),       u32(w.cols, "cols"),           u32(op.n_tok, "tokens"),
+                    u32(a - part.first_tile, "tile"),     u32(op.x_offset, "x offset"),  u32(op.ldx, "ldx"),
+                    u32(op.y_offset + row0, "y offset"), u32(op.ldy, "ldy")};
+    const Groups groups{u32(b - a, "tiles"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")};
+    stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+  }
 }
 
 }  // namespace basalt::gpu

@@ -123,7 +123,8 @@ TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
 }
 
 // y = W x on the device and by the reference decoding (dequantize_row, double sums).
-void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng) {
+void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng,
+                  size_t max_part_bytes = 0) {
   const int64_t rows = w.mat_rows, cols = w.cols, ldx = cols + 3, ldy = rows + 5;
   const std::vector<float> x = random_floats(static_cast<size_t>(n_tok * ldx), rng);
   std::vector<float> want(static_cast<size_t>(n_tok * ldy), 0.0f), got(want.size(), 0.0f), row(static_cast<size_t>(cols));
@@ -135,7 +136,8 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
       want[t * ldy + r] = static_cast<float>(s);
     }
   }
-  const gpu::GpuMatrix m = gpu::upload_matrix(dev, w);
+  const gpu::GpuMatrix m = gpu::upload_matrix(dev, w, max_part_bytes);
+  if (max_part_bytes) EXPECT_GT(m.parts.size(), 1u);
   gpu::Buffer xb(dev, x.size() * 4, gpu::Memory::device, "x"), yb(dev, got.size() * 4, gpu::Memory::device, "y");
   gpu::Stream s(dev);
   s.upload(xb, x.data(), x.size() * 4);
@@ -172,6 +174,9 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   const std::vector<uint8_t> rm = testutil::random_rowmajor(q4, experts * mat_rows, cols, rng);
   const Weight w = qa_weight_from_rows("experts", q4.bits, q4.scales, experts * mat_rows, cols, rm.data(), mat_rows);
   for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
+  // Split into buffers of 1 and of 2 tiles (a device whose bindings are small): tiles cross expert boundaries.
+  for (size_t tiles : {1, 2})
+    for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 3, rng, tiles * w.tile_bytes);
 }
 
 TEST(GpuOps, SwigluMatchesCpu) {
