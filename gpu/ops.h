@@ -17,9 +17,9 @@
 
 namespace basalt::gpu {
 
-// A weight on the device, in the CPU's tiled qa layout (quant/qa_layout.h),
-// in as many buffers as the device's binding and allocation limits need
-// (whole tiles each).
+// A weight on the device as the CPU holds it (qa: tiles of 16 rows,
+// quant/qa_layout.h; dense: rows), in as many buffers as the device's binding
+// and allocation limits need (whole tiles each; a dense "tile" is a row).
 struct GpuMatrix {
   struct Part {
     std::unique_ptr<Buffer> buffer;
@@ -27,12 +27,13 @@ struct GpuMatrix {
   };
   std::vector<Part> parts;
   std::string shader;
-  int64_t rows = 0, cols = 0, mat_rows = 0, tiles_per_mat = 0;
+  bool dense = false;
+  int64_t rows = 0, cols = 0, mat_rows = 0, tiles_per_mat = 0, rows_per_tile = 16;
   size_t tile_bytes = 0;
 };
 
-// The matmul shader for a weight, or "" when there is none (dense formats and
-// act-order input permutations: those stay on the CPU for now).
+// The matmul shader for a weight, or "" when there is none (act-order input
+// permutations, and dense rows not a whole number of 32-bit words, stay on the CPU).
 std::string matmul_shader(const Weight& w);
 // Copies the weight to the device (throws GpuError, out_of_memory() when it
 // does not fit). max_part_bytes: a smaller limit per buffer than the device's (tests).

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// qa matmul: shaders/matmul_qa.comp, one workgroup per tile of 16 rows and 4 tokens.
+// Matmul: shaders/matmul_qa.comp (one workgroup per tile of 16 rows and 4
+// tokens) and matmul_dense.comp (one per row and 4 tokens).
 #include <algorithm>
 
 #include "gpu/ops.h"
@@ -9,10 +10,13 @@ namespace basalt::gpu {
 
 namespace {
 constexpr uint32_t kSlices = 16;  // K slices per workgroup (the shader's SLICES)
-constexpr uint32_t kTokens = 4;   // tokens per workgroup (the shader's TOK)
+constexpr uint32_t kTokens = 4;   // tokens per workgroup (both shaders' TOK)
 
-struct Push {
+struct Push {  // matmul_qa.comp
   uint32_t rows, cols, n_tok, tile0, x_offset, ldx, y_offset, ldy;
+};
+struct DensePush {  // matmul_dense.comp
+  uint32_t rows, cols, n_tok, row0, row_words, x_offset, ldx, y_offset, ldy;
 };
 
 uint32_t u32(int64_t v, const char* what) {
@@ -22,7 +26,14 @@ uint32_t u32(int64_t v, const char* what) {
 }  // namespace
 
 std::string matmul_shader(const Weight& w) {
-  if (w.format != WeightFormat::qa || !w.input_perm.empty()) return "";
+  if (!w.input_perm.empty()) return "";
+  if (w.format != WeightFormat::qa) {
+    if (w.row_bytes % 4) return "";  // rows must start on 32-bit words
+    if (w.format == WeightFormat::f32) return "matmul_f32";
+    if (w.format == WeightFormat::f16) return "matmul_f16";
+    if (w.format == WeightFormat::bf16) return "matmul_bf16";
+    return "";
+  }
   if (w.bits == 4 && w.scales == QaScales::f16_sym) return "matmul_q4_sym";
   if (w.bits == 4 && w.scales == QaScales::f16_affine) return "matmul_q4_affine";
   if (w.bits == 4 && w.scales == QaScales::f16_zero) return "matmul_q4_zero";
@@ -41,40 +52,52 @@ GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) 
   m.rows = w.rows;
   m.cols = w.cols;
   m.mat_rows = w.mat_rows;
-  m.tiles_per_mat = w.tiles_per_mat();
-  m.tile_bytes = w.tile_bytes;
+  m.dense = w.format != WeightFormat::qa;
+  m.rows_per_tile = m.dense ? 1 : 16;  // dense "tiles" are rows
+  m.tiles_per_mat = m.dense ? w.mat_rows : w.tiles_per_mat();
+  m.tile_bytes = m.dense ? w.row_bytes : w.tile_bytes;
   // Whole tiles per buffer, within what one allocation and one binding may be.
   const GpuInfo& info = device.info();
   size_t limit = max_part_bytes ? max_part_bytes : info.max_storage_range;
   if (info.max_alloc_bytes) limit = std::min<size_t>(limit, info.max_alloc_bytes);
-  const int64_t tiles = w.total_bytes() / w.tile_bytes, per_part = static_cast<int64_t>(limit / w.tile_bytes);
+  const int64_t tiles = w.total_bytes() / m.tile_bytes, per_part = static_cast<int64_t>(limit / m.tile_bytes);
   if (per_part < 1)
-    throw GpuError(w.name + ": one tile (" + std::to_string(w.tile_bytes) + " bytes) is more than one binding may span on " +
+    throw GpuError(w.name + ": one tile (" + std::to_string(m.tile_bytes) + " bytes) is more than one binding may span on " +
                    info.name, VK_ERROR_OUT_OF_DEVICE_MEMORY);
   for (int64_t t0 = 0; t0 < tiles; t0 += per_part) {
     const int64_t n = std::min(per_part, tiles - t0);
-    const size_t bytes = static_cast<size_t>(n) * w.tile_bytes;
+    const size_t bytes = static_cast<size_t>(n) * m.tile_bytes;
     m.parts.push_back({std::make_unique<Buffer>(device, bytes, Memory::device, "weights of " + w.name), t0, n});
-    write_buffer(device, *m.parts.back().buffer, w.data + static_cast<size_t>(t0) * w.tile_bytes, bytes);
+    write_buffer(device, *m.parts.back().buffer, w.data + static_cast<size_t>(t0) * m.tile_bytes, bytes);
   }
   return m;
 }
 
 // One dispatch per buffer the matrix's tiles lie in: tiles [first, last) of
-// the whole weight are rows (tile - mat's first tile) * 16 of the output.
+// the whole weight are rows (tile - mat's first tile) * rows_per_tile of the output.
 void matmul(Device& device, Stream& stream, const MatmulOp& op) {
   const GpuMatrix& w = *op.w;
-  const Pipeline& pipe = device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
+  const Pipeline& pipe = w.dense ? device.pipeline({w.shader, 3, sizeof(DensePush), {}})
+                                 : device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
   const int64_t first = op.mat * w.tiles_per_mat, last = first + w.tiles_per_mat;
+  const uint32_t token_groups = u32((op.n_tok + kTokens - 1) / kTokens, "token groups");
   for (const GpuMatrix::Part& part : w.parts) {
     const int64_t a = std::max(first, part.first_tile), b = std::min(last, part.first_tile + part.tiles);
     if (a >= b) continue;
-    const int64_t row0 = (a - first) * 16;
-    const Push push{u32(w.mat_rows - row0, "rows"),       u32(w.cols, "cols"),           u32(op.n_tok, "tokens"),
-                    u32(a - part.first_tile, "tile"),     u32(op.x_offset, "x offset"),  u32(op.ldx, "ldx"),
-                    u32(op.y_offset + row0, "y offset"), u32(op.ldy, "ldy")};
-    const Groups groups{u32(b - a, "tiles"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")};
-    stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+    const int64_t row0 = (a - first) * w.rows_per_tile;
+    const Groups groups{u32(b - a, "tiles"), 1, token_groups};
+    if (w.dense) {
+      const DensePush push{u32(w.mat_rows - row0, "rows"), u32(w.cols, "cols"), u32(op.n_tok, "tokens"),
+                           u32(a - part.first_tile, "row"), u32(w.tile_bytes / 4, "row words"),
+                           u32(op.x_offset, "x offset"), u32(op.ldx, "ldx"), u32(op.y_offset + row0, "y offset"),
+                           u32(op.ldy, "ldy")};
+      stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+    } else {
+      const Push push{u32(w.mat_rows - row0, "rows"),       u32(w.cols, "cols"),           u32(op.n_tok, "tokens"),
+                      u32(a - part.first_tile, "tile"),     u32(op.x_offset, "x offset"),  u32(op.ldx, "ldx"),
+                      u32(op.y_offset + row0, "y offset"), u32(op.ldy, "ldy")};
+      stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+    }
   }
 }
 

@@ -163,7 +163,8 @@ TEST(GpuOps, MatmulMatchesReference) {
         for (int64_t n_tok : {1, 3, 5, 17}) check_matmul(*dev, w, 0, n_tok, rng), ++checked;
       }
   }
-  EXPECT_EQ(checked, (5 * 3 + 3 * 1) * 3 * 4);  // every qa format: 5 of groups of 32, 3 K-quants (rows of 256)
+  // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
+  EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 4);
 }
 
 TEST(GpuOps, MatmulOfOneStackedExpert) {
@@ -177,6 +178,9 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   // Split into buffers of 1 and of 2 tiles (a device whose bindings are small): tiles cross expert boundaries.
   for (size_t tiles : {1, 2})
     for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 3, rng, tiles * w.tile_bytes);
+  // A dense weight in buffers of 3 rows.
+  const Weight f16 = testutil::random_weight(testutil::kFormats[1], 20, 64, rng);
+  check_matmul(*dev, f16, 0, 5, rng, 3 * f16.row_bytes);
 }
 
 TEST(GpuOps, SwigluMatchesCpu) {
