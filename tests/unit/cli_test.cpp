@@ -120,7 +120,13 @@ TEST(Cli, GpuWithoutADeviceRunsOnTheCpu) {
   ASSERT_EQ(aut.rc, 0) << aut.out;
   EXPECT_NE(aut.out.find("Paris"), std::string::npos) << aut.out;
   if (gpu::pick_gpu(gpus, /*allow_cpu=*/false) < 0) EXPECT_NE(aut.out.find("running on the CPU"), std::string::npos) << aut.out;
+  Result listed = basalt_cmd("info --gpus");
+  ASSERT_EQ(listed.rc, 0) << listed.out;
+  if (!gpus.empty()) EXPECT_NE(listed.out.find(gpus[0].name), std::string::npos) << listed.out;
 #endif
+  Result none_listed = basalt_cmd("info --gpus", "", "VK_ICD_FILENAMES=/nonexistent");
+  ASSERT_EQ(none_listed.rc, 0) << none_listed.out;
+  EXPECT_NE(none_listed.out.find("no Vulkan device"), std::string::npos) << none_listed.out;
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include <map>
 
 #include "core/runtime/kv_cache.h"
+#if defined(BASALT_VULKAN)
+#include "gpu/device.h"
+#endif
 #include "tools/basalt/common.h"
 
 namespace basalt::cli {
@@ -62,13 +65,41 @@ void info(const ModelOptions& o) {
   std::printf("memory          %s weights + %s KV cache (f16, %lld tokens) = %s\n", human_bytes(weights).c_str(),
               human_bytes(kv).c_str(), static_cast<long long>(n_ctx), human_bytes(weights + kv).c_str());
 }
+
+// The Vulkan devices, in --gpu-device's numbering, and the one each --gpu choice would take.
+void gpus() {
+#if defined(BASALT_VULKAN)
+  std::string why;
+  const std::vector<gpu::GpuInfo> list = gpu::list_gpus(&why);
+  if (list.empty()) {
+    std::printf("no Vulkan device: %s\n", why.c_str());
+    return;
+  }
+  for (const gpu::GpuInfo& g : list)
+    std::printf("%d  %s\n   driver %s\n", g.index, g.describe().c_str(), g.driver.c_str());
+  const int all = gpu::pick_gpu(list, true), hardware = gpu::pick_gpu(list, false);
+  std::printf("--gpu all/attn/experts takes device %d; --gpu auto %s\n", all,
+              hardware >= 0 ? ("considers device " + std::to_string(hardware)).c_str() : "stays on the CPU (no real GPU)");
+#else
+  std::printf("this build has no Vulkan backend (BASALT_VULKAN off)\n");
+#endif
+}
+
+struct InfoOptions {
+  ModelOptions model;
+  bool gpus = false;
+};
 }  // namespace
 
 void register_info(CLI::App& app) {
-  auto o = std::make_shared<ModelOptions>();
-  CLI::App* sub = app.add_subcommand("info", "print a model's architecture, sizes and memory needs");
-  add_model_options(*sub, *o, true);
-  sub->callback([o] { info(*o); });
+  auto o = std::make_shared<InfoOptions>();
+  CLI::App* sub = app.add_subcommand("info", "print a model's architecture, sizes and memory needs; or the GPUs");
+  add_model_options(*sub, o->model, true);
+  sub->add_flag("--gpus", o->gpus, "list the Vulkan devices instead");
+  sub->callback([o] {
+    if (o->gpus) return gpus();
+    info(o->model);
+  });
 }
 
 }  // namespace basalt::cli
