@@ -21,7 +21,8 @@ namespace basalt::kernels {
 namespace {
 
 constexpr int kMaxTok = 6;     // tokens per pass over a tile (prefill): 6 accumulators + 8 unpacked vectors
-constexpr int kPairTokens = 2;  // up to this many tokens, two tiles per pass (two read streams)
+constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pass (read streams)
+constexpr int kDecodeStreams = 2;  // 4 measured the same (basalt_matmul_bench, 1.1B shapes)
 constexpr int kPrefetchBytes = 4096;
 
 inline __m512 load_f16x16(const uint8_t* p) {
@@ -118,44 +119,42 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
     }
     for (int j = 0; j < G; ++j) {
       const int64_t b = g * G + j;
-      __m512i lo[NTILE][4], hi[NTILE][4];
-      __m512 scale[NTILE], scale_hi[NTILE], bias[NTILE];
-      for (int u = 0; u < NTILE; ++u) {
+      for (int u = 0; u < NTILE; ++u) {  // one tile unpacked at a time: 8 registers, whatever NTILE
+        __m512i lo[4], hi[4];
+        __m512 scale, scale_hi, bias;
         const uint8_t* st = L.scales(grp[u], j);
-        unpack<Bits>(L.quants(grp[u], j), lo[u], hi[u]);
-        if constexpr (S == QaScales::f16_sym) scale[u] = load_f16x16(st);
-        if constexpr (S == QaScales::f16_affine) scale[u] = load_f16x16(st), bias[u] = load_f16x16(st + 32);
+        unpack<Bits>(L.quants(grp[u], j), lo, hi);
+        if constexpr (S == QaScales::f16_sym) scale = load_f16x16(st);
+        if constexpr (S == QaScales::f16_affine) scale = load_f16x16(st), bias = load_f16x16(st + 32);
         if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
-          scale[u] = load_f16x16(st), bias[u] = _mm512_mul_ps(scale[u], load_f16x16(st + 32));
+          scale = load_f16x16(st), bias = _mm512_mul_ps(scale, load_f16x16(st + 32));
         if constexpr (S == QaScales::kquant)
-          scale[u] = _mm512_mul_ps(sup_d[u], load_u8x16(st)), bias[u] = _mm512_mul_ps(sup_m[u], load_u8x16(st + 16));
+          scale = _mm512_mul_ps(sup_d[u], load_u8x16(st)), bias = _mm512_mul_ps(sup_m[u], load_u8x16(st + 16));
         if constexpr (S == QaScales::q6k)
-          scale[u] = _mm512_mul_ps(sup_d[u], load_i8x16(st)), scale_hi[u] = _mm512_mul_ps(sup_d[u], load_i8x16(st + 16));
-      }
-      for (int i = 0; i < NT; ++i) {
-        const int8_t* x = xq0 + i * q_stride + b * 32;
-        const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
-        const float xd = xd0[i * d_stride + b];
-        const __m512 vxd = _mm512_set1_ps(xd);
-        for (int u = 0; u < NTILE; ++u) {
+          scale = _mm512_mul_ps(sup_d[u], load_i8x16(st)), scale_hi = _mm512_mul_ps(sup_d[u], load_i8x16(st + 16));
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* x = xq0 + i * q_stride + b * 32;
+          const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
+          const float xd = xd0[i * d_stride + b];
+          const __m512 vxd = _mm512_set1_ps(xd);
           // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
           __m512i a0 = kSplitHalves || kZero == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-kZero * (s0 + s1));
           __m512i a1 = kSplitHalves ? _mm512_set1_epi32(-kZero * s1) : _mm512_setzero_si512();
           if constexpr (kSplitHalves) a0 = _mm512_set1_epi32(-kZero * s0);
           for (int c = 0; c < 4; ++c) {
-            a0 = _mm512_dpbusd_epi32(a0, lo[u][c], bcast4(x + 4 * c));
-            a1 = _mm512_dpbusd_epi32(a1, hi[u][c], bcast4(x + 16 + 4 * c));
+            a0 = _mm512_dpbusd_epi32(a0, lo[c], bcast4(x + 4 * c));
+            a1 = _mm512_dpbusd_epi32(a1, hi[c], bcast4(x + 16 + 4 * c));
           }
           __m512& ac = acc[u][i];
           if constexpr (kSplitHalves) {
-            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale[u], vxd), ac);
-            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi[u], vxd), ac);
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale, vxd), ac);
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), ac);
           } else {
-            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale[u], vxd), ac);
+            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale, vxd), ac);
             if constexpr (S == QaScales::f16_affine)
-              ac = _mm512_fmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+              ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
             if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
-              ac = _mm512_fnmadd_ps(bias[u], _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+              ac = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
           }
         }
       }
@@ -195,9 +194,8 @@ template <int Bits, QaScales S>
 void matmul_qa(const MatmulArgs& a) {
   const QaLayout L = qa_layout(Bits, S);
   const int64_t nb = a.w->cols / kQaBlock;
-  for_spans<kPairTokens, kMaxTok>(a, [&]<int NTILE, int kMax>(const Span* const sp[NTILE]) {
-    run_spans<Bits, S, NTILE, kMax>(L, sp, nb, a);
-  });
+  auto run = [&]<int NTILE, int kMax>(const Span* const sp[NTILE]) { run_spans<Bits, S, NTILE, kMax>(L, sp, nb, a); };
+  for_spans<kPairTokens, kMaxTok, decltype(run), kDecodeStreams>(a, run);
 }
 
 template <int Bits, QaScales S>

@@ -22,8 +22,9 @@ struct Span {
 };
 
 // Runs the spans of the call through run.template operator()<NTILE, kMax>(spans):
-// pairs (NTILE 2) for decode, single spans with up to kMaxTok tokens per pass otherwise.
-template <int kPairTokens, int kMaxTok, typename Run>
+// kStreams spans from distant parts of the range side by side for decode (up
+// to kPairTokens tokens), single spans with up to kMaxTok tokens per pass otherwise.
+template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2>
 void for_spans(const MatmulArgs& a, Run run) {
   const Weight& w = *a.w;
   // The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
@@ -45,12 +46,13 @@ void for_spans(const MatmulArgs& a, Run run) {
     }
     return;
   }
-  const size_t half = n_spans / 2;
-  for (size_t i = 0; i < half; ++i) {
-    const Span* two[2] = {&spans[i], &spans[half + i]};
-    run.template operator()<2, kPairTokens>(two);
+  const size_t part = n_spans / kStreams;
+  for (size_t i = 0; i < part; ++i) {
+    const Span* side[kStreams];
+    for (int k = 0; k < kStreams; ++k) side[k] = &spans[k * part + i];
+    run.template operator()<kStreams, kPairTokens>(side);
   }
-  for (size_t i = 2 * half; i < n_spans; ++i) {
+  for (size_t i = kStreams * part; i < n_spans; ++i) {
     const Span* one[1] = {&spans[i]};
     run.template operator()<1, kPairTokens>(one);
   }
