@@ -156,9 +156,10 @@ class VulkanBackend final : public Backend {
         cpu_->invalidate(n.out);
         return;
       } catch (const gpu::GpuError& e) {
-        // What only the device held is gone: the node's inputs, or keys and values not yet in the CPU's cache.
+        // Anything only the device held is gone (a tensor newer there than on the host, keys and values not
+        // yet in the CPU's cache): then the batch must start again on the CPU.
         bool lost = !pending_kv_.empty();
-        for (int t : n.in) lost = lost || (t >= 0 && tensors_[static_cast<size_t>(t)].host_stale);
+        for (const DeviceTensor& t : tensors_) lost = lost || t.host_stale;
         fail(e);
         if (lost) throw BackendFailed(std::string("GPU failed: ") + e.what());
       }
