@@ -2,6 +2,7 @@
 // The basalt command as a user meets it: output, exit codes, and one clear
 // error line for bad input.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 
@@ -103,6 +104,29 @@ TEST(Cli, BadOptionValuesAreRejected) {
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi -n abc").rc, 0);
   EXPECT_NE(basalt_cmd("frobnicate").rc, 0);
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --gpu bogus").rc, 0);
+}
+
+// bench --json: one object with the speeds and what ran where (llama-bench's fields and ours).
+TEST(Cli, BenchPrintsSpeedsAsJson) {
+  Result r = basalt_cmd("bench " + model_arg() + " -p 8 -n 4 -r 2 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  EXPECT_GT(j["pp_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(j["reps"].get<int>(), 2);
+  EXPECT_EQ(j["n_prompt"].get<int>(), 8);
+  EXPECT_GT(j["decode_bytes"].get<double>(), 1e6);
+  EXPECT_EQ(j["gpu"].get<std::string>(), "off");
+  EXPECT_EQ(j["gpu_plan"].get<std::string>(), "");
+#if defined(BASALT_VULKAN)
+  if (!gpu::list_gpus().empty()) {
+    Result g = basalt_cmd("bench " + model_arg() + " -p 8 -n 2 -r 1 --json --gpu attn");
+    ASSERT_EQ(g.rc, 0) << g.out;
+    const nlohmann::json jg = nlohmann::json::parse(g.out.substr(g.out.rfind("\n{") + 1));
+    EXPECT_NE(jg["gpu_plan"].get<std::string>().find("attention of 30 layers"), std::string::npos) << g.out;
+    EXPECT_GT(jg["tg_tokens_per_s"].get<double>(), 0);
+  }
+#endif
 }
 
 // Without a Vulkan driver (VK_ICD_FILENAMES pointing nowhere), --gpu says so in
