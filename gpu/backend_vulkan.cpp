@@ -364,11 +364,12 @@ class VulkanBackend final : public Backend {
     p.v.resize(static_cast<size_t>(rows * kvd));
     s.download(k, p.k.data(), p.k.size() * 4);
     s.download(v, p.v.data(), p.v.size() * 4);
+    const gpu::Buffer& partial = ensure(partial_, gpu::attention_partial_bytes(spec_.head_dim), "attention partials", &ctx);
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
-      int64_t t1 = t0 + 1;
-      while (t1 < rows && b.seq[t1] == b.seq[t0]) ++t1;
+      int64_t t1 = t0 + 1, max_pos = b.pos[t0];
+      for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
       gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, b.seq[t0] * per_seq_, stride, pos_.get(), t0, &o, t0 * qd, qd,
-                          t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0};
+                          t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0, &partial, max_pos};
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }
@@ -469,7 +470,7 @@ class VulkanBackend final : public Backend {
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, expert_x_, expert_gate_, expert_up_, expert_y_;
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, partial_, expert_x_, expert_gate_, expert_up_, expert_y_;
   std::vector<uint32_t> base_;
   std::vector<float> tables_;
   std::vector<uint16_t> key16_, value16_;

@@ -66,8 +66,13 @@ struct AttentionOp {
   const Buffer* o;  // [n_tok][ldo] floats from o_offset
   int64_t o_offset = 0, ldo = 0;
   int64_t n_tok = 0, n_head = 0, n_head_kv = 0, head_dim = 0, window = 0;
+  // Split-K (decode: few workgroups otherwise): a scratch of attention_partial_bytes(head_dim)
+  // and the largest position of the tokens; nullptr / -1: no split.
+  const Buffer* partial = nullptr;
+  int64_t max_pos = -1;
 };
 bool attention_supported(int64_t head_dim);
+size_t attention_partial_bytes(int64_t head_dim);
 void attention(Device& device, Stream& stream, const AttentionOp& op);
 
 // Stores n_tok keys and values (f32 [n_tok][kv_dim]) at their positions into

@@ -5,7 +5,10 @@
 // head); its 64 invocations take one key each for the scores (consecutive
 // keys: contiguous reads) and dimensions d, d + 64, ... for P V. Online
 // softmax (running max m and sum l) block by block, causal, GQA (query head h
-// reads KV head h / group), an optional sliding window.
+// reads KV head h / group), an optional sliding window. With splits > 1 the
+// key blocks are cut into that many ranges (workgroups z: split-K, so a
+// decode step fills the GPU); each writes its (max, sum, unnormalized o) to
+// part[] and attention_merge.comp combines them.
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
 
@@ -18,6 +21,7 @@ layout(binding = 1) readonly buffer K { float16_t k[]; };
 layout(binding = 2) readonly buffer V { float16_t v[]; };
 layout(binding = 3) readonly buffer Pos { int pos[]; };  // [n_tok]: the position of each token
 layout(binding = 4) writeonly buffer O { float o[]; };
+layout(binding = 5) writeonly buffer Part { float part[]; };  // [n_tok][n_head][splits][2 + head_dim]
 
 layout(push_constant) uniform Params {
   uint n_tok, n_head, group, head_dim;
@@ -27,6 +31,7 @@ layout(push_constant) uniform Params {
   uint q_offset, o_offset, pos_offset;
   uint window;        // positions seen: (pos - window, pos]; 0: all
   float scale;
+  uint splits;        // key ranges per (token, head); 1: o written here
 } p;
 
 shared float qs[MAX_DIMS * 64];
@@ -72,8 +77,13 @@ void main() {
   float acc[MAX_DIMS];
   for (uint i = 0; i < MAX_DIMS; ++i) acc[i] = 0.0;
 
-  for (uint p0 = first / BLOCK * BLOCK; p0 <= last; p0 += BLOCK) {
-    const uint blk = p.kv_base + (p0 / BLOCK) * p.block_stride;
+  // This workgroup's blocks of the token's key range.
+  const uint first_block = first / BLOCK, blocks = last / BLOCK - first_block + 1;
+  const uint per_split = (blocks + p.splits - 1) / p.splits, split = gl_WorkGroupID.z;
+  const uint b0 = first_block + min(blocks, split * per_split), b1 = first_block + min(blocks, (split + 1) * per_split);
+  for (uint b = b0; b < b1; ++b) {
+    const uint p0 = b * BLOCK;
+    const uint blk = p.kv_base + b * p.block_stride;
     const uint key = p0 + j;
     const bool seen = key >= first && key <= last;
     float s = -1.0 / 0.0;
@@ -100,8 +110,17 @@ void main() {
     }
     barrier();
   }
+  if (p.splits == 1) {
+    for (uint i = 0; i < MAX_DIMS; ++i) {
+      const uint d = j + i * BLOCK;
+      if (d < hd) o[p.o_offset + t * p.ldo + h * hd + d] = acc[i] / l;
+    }
+    return;
+  }
+  const uint at = ((t * p.n_head + h) * p.splits + split) * (2 + hd);  // an empty range: m = -inf, l = 0
+  if (j == 0) part[at] = m, part[at + 1] = l;
   for (uint i = 0; i < MAX_DIMS; ++i) {
     const uint d = j + i * BLOCK;
-    if (d < hd) o[p.o_offset + t * p.ldo + h * hd + d] = acc[i] / l;
+    if (d < hd) part[at + 2 + d] = acc[i];
   }
 }

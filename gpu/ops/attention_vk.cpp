@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Attention: shaders/attention.comp, one workgroup per (query head, token).
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/ops.h"
@@ -11,7 +12,13 @@ namespace {
 struct Push {
   uint32_t n_tok, n_head, group, head_dim, kv_base, block_stride, ldq, ldo, q_offset, o_offset, pos_offset, window;
   float scale;
+  uint32_t splits;
 };
+struct MergePush {
+  uint32_t n_head, head_dim, splits, ldo, o_offset;
+};
+constexpr int64_t kTargetGroups = 256;  // split-K until a call has about this many workgroups
+constexpr int64_t kMaxSplitEntries = 2 * kTargetGroups;  // (token, head, split) partials at most (see splits_for)
 
 uint32_t u32(int64_t v, const char* what) {
   if (v < 0 || v > UINT32_MAX) throw GpuError(std::string("attention: ") + what + " out of range for the shader");
@@ -21,10 +28,25 @@ uint32_t u32(int64_t v, const char* what) {
 
 bool attention_supported(int64_t head_dim) { return head_dim > 0 && head_dim <= 256; }
 
+size_t attention_partial_bytes(int64_t head_dim) { return static_cast<size_t>(kMaxSplitEntries * (2 + head_dim) * 4); }
+
+namespace {
+// Key ranges per (token, head): enough workgroups to fill a GPU (decode has
+// only n_head of them), at least 2 key blocks each. n_tok * n_head * splits
+// stays under kMaxSplitEntries: splits > 1 only while n_tok * n_head < kTargetGroups.
+int64_t splits_for(const AttentionOp& op) {
+  if (!op.partial || op.max_pos < 0) return 1;
+  const int64_t groups = op.n_tok * op.n_head, blocks = op.max_pos / 64 + 1;
+  if (groups >= kTargetGroups) return 1;
+  return std::clamp<int64_t>(std::min((kTargetGroups + groups - 1) / groups, blocks / 2), 1, 64);
+}
+}  // namespace
+
 void attention(Device& device, Stream& stream, const AttentionOp& op) {
   if (!attention_supported(op.head_dim)) throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " > 256");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
-  const Pipeline& pipe = device.pipeline({"attention", 5, sizeof(Push), {}});
+  const Pipeline& pipe = device.pipeline({"attention", 6, sizeof(Push), {}});
+  const int64_t splits = splits_for(op);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),
                   u32(op.n_head / op.n_head_kv, "group"),
@@ -37,9 +59,17 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(op.o_offset, "o offset"),
                   u32(op.pos_offset, "pos offset"),
                   u32(op.window, "window"),
-                  1.0f / std::sqrt(static_cast<float>(op.head_dim))};
-  stream.dispatch(pipe, {in(*op.q), in(*op.k), in(*op.v), in(*op.pos), out(*op.o)}, &push, sizeof push,
-                  {u32(op.n_head, "heads"), u32(op.n_tok, "tokens"), 1});
+                  1.0f / std::sqrt(static_cast<float>(op.head_dim)),
+                  u32(splits, "splits")};
+  const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
+  if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
+    throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");
+  stream.dispatch(pipe, {in(*op.q), in(*op.k), in(*op.v), in(*op.pos), out(*op.o), out(part)}, &push, sizeof push,
+                  {u32(op.n_head, "heads"), u32(op.n_tok, "tokens"), u32(splits, "splits")});
+  if (splits == 1) return;
+  const MergePush merge{push.n_head, push.head_dim, push.splits, push.ldo, push.o_offset};
+  stream.dispatch(device.pipeline({"attention_merge", 2, sizeof merge, {}}), {in(part), out(*op.o)}, &merge, sizeof merge,
+                  {push.n_head, push.n_tok, 1});
 }
 
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {

@@ -314,13 +314,19 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   s.upload(kb, kv.key_blocks(0, 0), cache_elems * 2);
   s.upload(vb, kv.value_blocks(0, 0), cache_elems * 2);
   s.upload(pb, b.pos.data(), b.pos.size() * 4);
-  gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, 0, kv.block_stride(), &pb, 0, &ob, 0, qd,
-                      c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
-  gpu::attention(dev, s, op);
-  s.download(ob, got.data(), got.size() * 4);
-  s.finish();
-  EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
-                                   << " depth " << c.depth << " tokens " << c.n_tok << " window " << window;
+  gpu::Buffer partial(dev, gpu::attention_partial_bytes(c.head_dim), gpu::Memory::device, "partials");
+  for (bool split : {false, true}) {  // one workgroup per (token, head), and split-K where it applies
+    gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, 0, kv.block_stride(), &pb, 0, &ob, 0, qd,
+                        c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
+    if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
+    s.fill_zero(ob, 0, got.size() * 4);
+    gpu::attention(dev, s, op);
+    s.download(ob, got.data(), got.size() * 4);
+    s.finish();
+    EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
+                                     << " depth " << c.depth << " tokens " << c.n_tok << " window " << window
+                                     << (split ? " split-K" : "");
+  }
 }
 
 TEST(GpuOps, AttentionMatchesCpu) {
