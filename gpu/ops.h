@@ -40,6 +40,7 @@ std::string matmul_shader(const Weight& w);
 GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes = 0);
 
 // y[t][y_offset + t * ldy + r] = sum_k W_mat[r][k] x[x_offset + t * ldx + k], t < n_tok, r < mat_rows.
+// From kTiledMatmulTokens tokens on, a tiled GEMM (weights read once per 32 tokens).
 struct MatmulOp {
   const GpuMatrix* w;
   int64_t mat = 0;  // which stacked matrix (MoE expert)
@@ -49,6 +50,7 @@ struct MatmulOp {
   int64_t y_offset = 0, ldy = 0;
   int64_t n_tok = 0;
 };
+constexpr int64_t kTiledMatmulTokens = 16;
 void matmul(Device& device, Stream& stream, const MatmulOp& op);
 
 // Attention of n_tok query rows of one sequence against its cached keys and

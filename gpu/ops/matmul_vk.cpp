@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Matmul: shaders/matmul_qa.comp (one workgroup per tile of 16 rows and 4
-// tokens) and matmul_dense.comp (one per row and 4 tokens).
+// Matmul: few tokens by shaders/matmul_qa.comp (one workgroup per tile of 16
+// rows and 4 tokens) or matmul_dense.comp (one per row and 4 tokens); many by
+// matmul_tiled.comp (one per 64 rows and 32 tokens).
 #include <algorithm>
 
 #include "gpu/ops.h"
@@ -11,12 +12,16 @@ namespace basalt::gpu {
 namespace {
 constexpr uint32_t kSlices = 16;  // K slices per workgroup (the shader's SLICES)
 constexpr uint32_t kTokens = 4;   // tokens per workgroup (both shaders' TOK)
+constexpr uint32_t kTiledRows = 64, kTiledTokens = 32;  // matmul_tiled.comp's TM, TN
 
 struct Push {  // matmul_qa.comp
   uint32_t rows, cols, n_tok, tile0, x_offset, ldx, y_offset, ldy;
 };
 struct DensePush {  // matmul_dense.comp
   uint32_t rows, cols, n_tok, row0, row_words, x_offset, ldx, y_offset, ldy;
+};
+struct TiledPush {  // matmul_tiled.comp
+  uint32_t rows, cols, n_tok, first, count, row_words, x_offset, ldx, y_offset, ldy;
 };
 
 uint32_t u32(int64_t v, const char* what) {
@@ -77,26 +82,32 @@ GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) 
 // the whole weight are rows (tile - mat's first tile) * rows_per_tile of the output.
 void matmul(Device& device, Stream& stream, const MatmulOp& op) {
   const GpuMatrix& w = *op.w;
-  const Pipeline& pipe = w.dense ? device.pipeline({w.shader, 3, sizeof(DensePush), {}})
-                                 : device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
+  const bool tiled = op.n_tok >= kTiledMatmulTokens;
+  const Pipeline& pipe = tiled     ? device.pipeline({"matmul_tiled_" + w.shader.substr(7), 3, sizeof(TiledPush), {}})
+                         : w.dense ? device.pipeline({w.shader, 3, sizeof(DensePush), {}})
+                                   : device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
   const int64_t first = op.mat * w.tiles_per_mat, last = first + w.tiles_per_mat;
-  const uint32_t token_groups = u32((op.n_tok + kTokens - 1) / kTokens, "token groups");
   for (const GpuMatrix::Part& part : w.parts) {
     const int64_t a = std::max(first, part.first_tile), b = std::min(last, part.first_tile + part.tiles);
     if (a >= b) continue;
     const int64_t row0 = (a - first) * w.rows_per_tile;
-    const Groups groups{u32(b - a, "tiles"), 1, token_groups};
-    if (w.dense) {
-      const DensePush push{u32(w.mat_rows - row0, "rows"), u32(w.cols, "cols"), u32(op.n_tok, "tokens"),
-                           u32(a - part.first_tile, "row"), u32(w.tile_bytes / 4, "row words"),
-                           u32(op.x_offset, "x offset"), u32(op.ldx, "ldx"), u32(op.y_offset + row0, "y offset"),
-                           u32(op.ldy, "ldy")};
-      stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+    const uint32_t rows = u32(w.mat_rows - row0, "rows"), cols = u32(w.cols, "cols"), n_tok = u32(op.n_tok, "tokens");
+    const uint32_t unit = u32(a - part.first_tile, "tile"), x_offset = u32(op.x_offset, "x offset"),
+                   ldx = u32(op.ldx, "ldx"), y_offset = u32(op.y_offset + row0, "y offset"), ldy = u32(op.ldy, "ldy");
+    const std::initializer_list<Arg> bindings{in(*part.buffer), in(*op.x), out(*op.y)};
+    if (tiled) {
+      const int64_t part_rows = (b - a) * w.rows_per_tile;
+      const TiledPush push{rows, cols, n_tok, unit, u32(b - a, "tiles"), u32(w.dense ? w.tile_bytes / 4 : 0, "row words"),
+                           x_offset, ldx, y_offset, ldy};
+      const Groups groups{u32((part_rows + kTiledRows - 1) / kTiledRows, "row groups"),
+                          u32((op.n_tok + kTiledTokens - 1) / kTiledTokens, "token groups"), 1};
+      stream.dispatch(pipe, bindings, &push, sizeof push, groups);
+    } else if (w.dense) {
+      const DensePush push{rows, cols, n_tok, unit, u32(w.tile_bytes / 4, "row words"), x_offset, ldx, y_offset, ldy};
+      stream.dispatch(pipe, bindings, &push, sizeof push, {u32(b - a, "rows"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")});
     } else {
-      const Push push{u32(w.mat_rows - row0, "rows"),       u32(w.cols, "cols"),           u32(op.n_tok, "tokens"),
-                      u32(a - part.first_tile, "tile"),     u32(op.x_offset, "x offset"),  u32(op.ldx, "ldx"),
-                      u32(op.y_offset + row0, "y offset"), u32(op.ldy, "ldy")};
-      stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push, groups);
+      const Push push{rows, cols, n_tok, unit, x_offset, ldx, y_offset, ldy};
+      stream.dispatch(pipe, bindings, &push, sizeof push, {u32(b - a, "tiles"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")});
     }
   }
 }

@@ -160,11 +160,14 @@ TEST(GpuOps, MatmulMatchesReference) {
       for (int64_t rows : {1, 17, 100}) {
         if (k_type && cols % 256) continue;
         const Weight w = testutil::random_weight(f, rows, cols, rng);
-        for (int64_t n_tok : {1, 3, 5, 17}) check_matmul(*dev, w, 0, n_tok, rng), ++checked;
+        // Few tokens (matmul_qa or matmul_dense), then the tiled GEMM: one partial
+        // token group, and two groups the second of which is partial.
+        for (int64_t n_tok : {int64_t{1}, int64_t{3}, gpu::kTiledMatmulTokens - 1, gpu::kTiledMatmulTokens, int64_t{45}})
+          check_matmul(*dev, w, 0, n_tok, rng), ++checked;
       }
   }
   // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
-  EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 4);
+  EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 5);
 }
 
 TEST(GpuOps, MatmulOfOneStackedExpert) {
@@ -177,10 +180,11 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
   // Split into buffers of 1 and of 2 tiles (a device whose bindings are small): tiles cross expert boundaries.
   for (size_t tiles : {1, 2})
-    for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 3, rng, tiles * w.tile_bytes);
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens}) check_matmul(*dev, w, e, n_tok, rng, tiles * w.tile_bytes);
   // A dense weight in buffers of 3 rows.
   const Weight f16 = testutil::random_weight(testutil::kFormats[1], 20, 64, rng);
-  check_matmul(*dev, f16, 0, 5, rng, 3 * f16.row_bytes);
+  for (int64_t n_tok : {int64_t{5}, gpu::kTiledMatmulTokens}) check_matmul(*dev, f16, 0, n_tok, rng, 3 * f16.row_bytes);
 }
 
 TEST(GpuOps, SwigluMatchesCpu) {

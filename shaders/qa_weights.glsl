@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+// Reading qa weights in the CPU's tiled layout (quant/qa_layout.h) from the
+// buffer `w` (uint words) that the including shader declares: a tile
+// interleaves 16 rows ("lanes") in 4-byte units, so 16 invocations reading
+// one lane each read 64 contiguous bytes.
+// Variants (defines): BITS 4, 5, 6 or 8; SCALES 0 sym (d), 1 affine (d, m),
+// 2 zero (d, z), 3 kquant (super-block d, dmin; u8 sc, m), 4 q6k (super-block
+// d; i8 scales per 16 weights).
+
+// Words of a group: a header, then G blocks' scales, then G blocks' quants.
+#if SCALES == 3
+const uint G = 8, HEADER_WORDS = 16, SCALE_WORDS = 8;  // d[16], dmin[16] f16 | sc[16], m[16] u8
+#elif SCALES == 4
+const uint G = 8, HEADER_WORDS = 16, SCALE_WORDS = 8;  // d[16] f16, 32 bytes unused | sc_lo[16], sc_hi[16] i8
+#elif SCALES == 0
+const uint G = 2, HEADER_WORDS = 0, SCALE_WORDS = 8;   // d[16] f16
+#else
+const uint G = 2, HEADER_WORDS = 0, SCALE_WORDS = 16;  // d[16], m[16] or z[16] f16
+#endif
+const uint QUANT_WORDS = BITS * 16;  // 16 lanes x 32 weights x BITS bits / 32
+const uint GROUP_WORDS = HEADER_WORDS + G * (SCALE_WORDS + QUANT_WORDS);
+
+float f16_at(uint word_base, uint lane) { return unpackHalf2x16(w[word_base + lane / 2])[lane % 2]; }
+uint u8_at(uint word_base, uint i) { return (w[word_base + i / 4] >> (8 * (i % 4))) & 255u; }
+float i8_at(uint word_base, uint i) { return float(int(u8_at(word_base, i) << 24) >> 24); }
+
+// Block b (32 weights) of one lane of the tile whose groups start at word
+// tile_base: its quants q[0..31], and the scale and bias of each half
+// (weight k = d[k / 16] * q[k] + m[k / 16]).
+void qa_block(uint tile_base, uint b, uint lane, out float q[32], out vec2 d, out vec2 m) {
+  const uint grp = tile_base + (b / G) * GROUP_WORDS, j = b % G;
+  const uint sc = grp + HEADER_WORDS + j * SCALE_WORDS, qb = grp + HEADER_WORDS + G * SCALE_WORDS + j * QUANT_WORDS;
+#if BITS == 8
+  for (uint c = 0; c < 8; ++c) {
+    const uint u = w[qb + c * 16 + lane];
+    for (uint k = 0; k < 4; ++k) q[4 * c + k] = float(int((u >> (8 * k)) & 255u) - 128);
+  }
+#else
+  uint qi[32];
+  for (uint c = 0; c < 4; ++c) {
+    const uint u = w[qb + c * 16 + lane];
+    for (uint k = 0; k < 4; ++k) {
+      qi[4 * c + k] = (u >> (8 * k)) & 15u;
+      qi[16 + 4 * c + k] = (u >> (8 * k + 4)) & 15u;
+    }
+  }
+  for (uint plane = 0; plane < BITS - 4; ++plane) {  // bit 4 + plane of each quant (5 and 6 bits)
+    const uint u = w[qb + (4 + plane) * 16 + lane];
+    for (uint k = 0; k < 4; ++k) {
+      const uint hb = (u >> (8 * k)) & 255u;
+      for (uint c = 0; c < 4; ++c) {
+        qi[4 * c + k] |= ((hb >> c) & 1u) << (4 + plane);
+        qi[16 + 4 * c + k] |= ((hb >> (4 + c)) & 1u) << (4 + plane);
+      }
+    }
+  }
+  for (uint k = 0; k < 32; ++k) q[k] = float(qi[k]);
+#endif
+#if SCALES == 0
+  const float s = f16_at(sc, lane);
+  d = vec2(s);
+  m = vec2(BITS == 8 ? 0.0 : -8.0 * s);
+#elif SCALES == 1
+  d = vec2(f16_at(sc, lane));
+  m = vec2(f16_at(sc + 8, lane));
+#elif SCALES == 2
+  const float s = f16_at(sc, lane);
+  d = vec2(s);
+  m = vec2(-s * f16_at(sc + 8, lane));
+#elif SCALES == 3
+  d = vec2(f16_at(grp, lane) * float(u8_at(sc, lane)));
+  m = vec2(-f16_at(grp + 8, lane) * float(u8_at(sc, 16 + lane)));
+#else
+  const float s = f16_at(grp, lane);
+  d = vec2(s * i8_at(sc, lane), s * i8_at(sc, 16 + lane));
+  m = -32.0 * d;
+#endif
+}
+
+// Words from the first tile of the buffer to tile `tile`.
+uint qa_tile_base(uint tile, uint cols) { return tile * ((cols / 32 + G - 1) / G) * GROUP_WORDS; }
