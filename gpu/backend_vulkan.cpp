@@ -23,8 +23,6 @@
 #include "core/model/model.h"
 #include "core/runtime/kv_cache.h"
 #include "cpu/backend_cpu.h"
-#include "cpu/matmul.h"
-#include "cpu/moe.h"
 #include "cpu/ops.h"
 #include "gpu/auto_placement.h"
 #include "gpu/device.h"
@@ -51,26 +49,30 @@ class VulkanBackend final : public Backend {
     // Weights of the matmuls this backend takes, while the device has room for them.
     const uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
     uint64_t used = 0;
-    auto upload = [&](std::initializer_list<const Weight*> ws) {  // all of them or none
+    auto upload = [&](std::initializer_list<const Weight*> ws) {  // all of them or none; true if all
       uint64_t bytes = 0;
       for (const Weight* w : ws) {
-        if (gpu::matmul_shader(*w).empty()) return;
+        if (gpu::matmul_shader(*w).empty()) return false;
         if (!matrices_.count(w)) bytes += w->total_bytes();
       }
-      if (used + bytes > budget) return;  // stays on the CPU
+      if (used + bytes > budget) return false;  // stays on the CPU
       try {
         for (const Weight* w : ws)
           if (!matrices_.count(w)) matrices_.emplace(w, gpu::upload_matrix(*dev_, *w));
         used += bytes;
+        return true;
       } catch (const gpu::GpuError& e) {
         if (!e.out_of_memory()) throw;
         for (const Weight* w : ws) matrices_.erase(w);
+        return false;
       }
     };
     for (const Node& n : graph.nodes) {
       if (!wants(n)) continue;
       if (n.op == Op::matmul) upload({n.weight});
-      if (n.op == Op::moe) upload({n.moe->gate, n.moe->up, n.moe->down});
+      if (n.op == Op::moe && n.moe->n_expert <= gpu::kMaxRoutedExperts &&
+          upload({n.moe->router, n.moe->gate, n.moe->up, n.moe->down}))
+        ++moe_layers_;
       if (n.op == Op::rms_norm && !vectors_.count(n.vec)) {
         auto b = std::make_unique<gpu::Buffer>(*dev_, n.vec->size() * 4, gpu::Memory::device, "norm weights");
         gpu::write_buffer(*dev_, *b, n.vec->data(), n.vec->size() * 4);
@@ -113,7 +115,7 @@ class VulkanBackend final : public Backend {
     if (!wants(n)) return false;
     switch (n.op) {
       case Op::matmul: return matrices_.count(n.weight) > 0;
-      case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with up and down
+      case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with the router, up and down
       case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
       case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
       case Op::rms_norm: return vectors_.count(n.vec) > 0;
@@ -169,10 +171,9 @@ class VulkanBackend final : public Backend {
 
   std::string plan() const {
     std::string what;
-    size_t experts = 0;
-    for (const auto& [w, m] : matrices_) experts += w->mat_rows < w->rows;
-    if (matrices_.size() > experts) what += std::to_string(matrices_.size() - experts) + " matmul weights";
-    if (experts) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(experts / 3) + " layers";
+    const size_t matmuls = matrices_.size() - 4 * static_cast<size_t>(moe_layers_);  // a MoE layer's router, gate, up, down
+    if (matmuls) what += std::to_string(matmuls) + " matmul weights";
+    if (moe_layers_) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(moe_layers_) + " layers";
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
     if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds and SwiGLU";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
@@ -376,69 +377,28 @@ class VulkanBackend final : public Backend {
     written(n.out);
   }
 
-  // MoE: routing on the CPU (the router is small), then every expert's
-  // tokens in one upload, gate and up per expert, one SwiGLU over all rows,
-  // down per expert, one download; the CPU adds the weighted rows.
+  // MoE, all on the device: the router's logits, the route (each token's
+  // top k, rows grouped by expert), every expert's gate and up in one
+  // dispatch each, one SwiGLU, down, and each token's weighted sum.
   void run_moe(const Node& n, RunContext& ctx) {
-    sync_to_host(n.in[0], ctx);
     const MoeWeights& m = *n.moe;
-    const int64_t rows = ctx.rows(n.out), d = ctx.width(n.out), E = m.n_expert, K = m.n_used, F = m.n_ff;
-    const float* x = ctx.buf(n.in[0]);
-    logits_.resize(static_cast<size_t>(rows * E));
-    const bool q_router = m.router->format == WeightFormat::qa;  // the CPU's router, as cpu::moe_ffn runs it
-    if (q_router) quantize_activations(x, rows, d, router_xq_);
-    matmul({m.router, x, q_router ? &router_xq_ : nullptr, rows, logits_.data(), E, 0, E});
-    choice_.resize(static_cast<size_t>(rows * K));
-    choice_w_.resize(static_cast<size_t>(rows * K));
-    for (int64_t t = 0; t < rows; ++t)
-      cpu::route_top_k(logits_.data() + t * E, E, K, choice_.data() + t * K, choice_w_.data() + t * K);
-    // Rows grouped by expert: expert e's rows are [first[e], first[e + 1]).
-    std::vector<int64_t> first(static_cast<size_t>(E + 1), 0);
-    for (int32_t e : choice_) ++first[static_cast<size_t>(e) + 1];
-    for (int64_t e = 0; e < E; ++e) first[e + 1] += first[e];
-    const int64_t total = rows * K;
-    sorted_x_.resize(static_cast<size_t>(total * d));
-    row_token_.resize(static_cast<size_t>(total));
-    row_weight_.resize(static_cast<size_t>(total));
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t t = 0; t < rows; ++t)
-      for (int64_t i = 0; i < K; ++i) {
-        const int64_t r = next[static_cast<size_t>(choice_[t * K + i])]++;
-        std::copy_n(x + t * d, d, sorted_x_.data() + r * d);
-        row_token_[static_cast<size_t>(r)] = t;
-        row_weight_[static_cast<size_t>(r)] = choice_w_[t * K + i];
-      }
-    const gpu::Buffer& xb = ensure(expert_x_, total * d * 4, "expert inputs", &ctx);
-    const gpu::Buffer& gb = ensure(expert_gate_, total * F * 4, "expert gates", &ctx);
-    const gpu::Buffer& ub = ensure(expert_up_, total * F * 4, "expert ups", &ctx);
-    const gpu::Buffer& yb = ensure(expert_y_, total * d * 4, "expert outputs", &ctx);
-    const gpu::GpuMatrix &gw = matrices_.at(m.gate), &uw = matrices_.at(m.up), &dw = matrices_.at(m.down);
+    const int64_t rows = ctx.rows(n.out), d = ctx.width(n.out), E = m.n_expert, K = m.n_used, F = m.n_ff, T = rows * K;
+    const gpu::Buffer& x = input(n.in[0], ctx);
+    const gpu::Buffer& logits = ensure(router_logits_, static_cast<size_t>(rows * E) * 4, "router logits", &ctx);
+    const gpu::Buffer& route = ensure(route_, gpu::moe_route_words(rows, E, K) * 4, "expert routes", &ctx);
+    const gpu::Buffer& gb = ensure(expert_gate_, static_cast<size_t>(T * F) * 4, "expert gates", &ctx);
+    const gpu::Buffer& ub = ensure(expert_up_, static_cast<size_t>(T * F) * 4, "expert ups", &ctx);
+    const gpu::Buffer& eb = ensure(expert_y_, static_cast<size_t>(T * d) * 4, "expert outputs", &ctx);
+    const gpu::Buffer& y = output(n.out, ctx);
     gpu::Stream& s = stream();
-    s.upload(xb, sorted_x_.data(), total * d * 4);
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t ne = first[e + 1] - first[e];
-      if (ne == 0) continue;
-      gpu::matmul(*dev_, s, {&gw, e, &xb, first[e] * d, d, &gb, first[e] * F, F, ne});
-      gpu::matmul(*dev_, s, {&uw, e, &xb, first[e] * d, d, &ub, first[e] * F, F, ne});
-    }
-    gpu::swiglu(*dev_, s, gb, ub, gb, total * F);
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t ne = first[e + 1] - first[e];
-      if (ne > 0) gpu::matmul(*dev_, s, {&dw, e, &gb, first[e] * F, F, &yb, first[e] * d, d, ne});
-    }
-    sorted_y_.resize(static_cast<size_t>(total * d));
-    s.download(yb, sorted_y_.data(), total * d * 4);
-    flush(&ctx);
-    float* y = ctx.buf(n.out);
-    std::fill(y, y + rows * d, 0.0f);
-    for (int64_t r = 0; r < total; ++r) {
-      float* yt = y + row_token_[static_cast<size_t>(r)] * d;
-      const float w = row_weight_[static_cast<size_t>(r)];
-      const float* yr = sorted_y_.data() + r * d;
-      for (int64_t j = 0; j < d; ++j) yt[j] += w * yr[j];
-    }
-    DeviceTensor& out = tensors_[static_cast<size_t>(n.out)];
-    out.on_device = out.host_stale = false;  // the result is on the host
+    gpu::matmul(*dev_, s, {&matrices_.at(m.router), 0, &x, 0, d, &logits, 0, E, rows});
+    gpu::moe_route(*dev_, s, logits, route, rows, E, K);
+    gpu::grouped_matmul(*dev_, s, {&matrices_.at(m.gate), &route, E, rows, K, true, &x, d, &gb, F});
+    gpu::grouped_matmul(*dev_, s, {&matrices_.at(m.up), &route, E, rows, K, true, &x, d, &ub, F});
+    gpu::swiglu(*dev_, s, gb, ub, gb, T * F);
+    gpu::grouped_matmul(*dev_, s, {&matrices_.at(m.down), &route, E, rows, K, false, &gb, F, &eb, d});
+    gpu::moe_combine(*dev_, s, eb, route, y, 0, d, rows, d, E, K);
+    written(n.out);
   }
 
   gpu::Stream& stream() {
@@ -466,18 +426,16 @@ class VulkanBackend final : public Backend {
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
   int64_t per_seq_ = 0;                                      // f16 elements of one sequence's blocks
   uint64_t weight_bytes_ = 0;
+  int moe_layers_ = 0;  // whose router and experts are on the device
   std::unique_ptr<gpu::Stream> stream_;
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, partial_, expert_x_, expert_gate_, expert_up_, expert_y_;
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
+      expert_y_;
   std::vector<uint32_t> base_;
   std::vector<float> tables_;
   std::vector<uint16_t> key16_, value16_;
-  std::vector<float> logits_, choice_w_, sorted_x_, sorted_y_, row_weight_;
-  std::vector<int32_t> choice_;
-  std::vector<int64_t> row_token_;
-  QuantizedActs router_xq_;
 };
 
 }  // namespace

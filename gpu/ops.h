@@ -53,6 +53,33 @@ struct MatmulOp {
 constexpr int64_t kTiledMatmulTokens = 16;
 void matmul(Device& device, Stream& stream, const MatmulOp& op);
 
+// MoE experts on the device, without the host knowing how many rows each
+// expert got. moe_route: from router logits (f32 [n_tok][n_expert], n_expert
+// <= 1024) to the route (uint words, moe_route_words(); shaders/moe_route.comp
+// gives its layout): each token's top k experts (cpu::route_top_k's choice and
+// weights) and the n_tok * k rows grouped by expert.
+constexpr int64_t kMaxRoutedExperts = 1024;
+size_t moe_route_words(int64_t n_tok, int64_t n_expert, int64_t k);
+void moe_route(Device& device, Stream& stream, const Buffer& logits, const Buffer& route, int64_t n_tok,
+               int64_t n_expert, int64_t k);
+// Every expert's rows in one dispatch per buffer: for expert e's sorted rows r,
+// y[r * ldy + i] = sum_k W_e[i][k] x[row * ldx + k], row = the token of r
+// (gather) or r. n_tok: the tokens routed, k experts each.
+struct GroupedMatmulOp {
+  const GpuMatrix* w;  // the experts' matrices stacked
+  const Buffer* route;
+  int64_t n_expert = 0, n_tok = 0, k = 0;
+  bool gather = false;
+  const Buffer* x;
+  int64_t ldx = 0;
+  const Buffer* y;
+  int64_t ldy = 0;
+};
+void grouped_matmul(Device& device, Stream& stream, const GroupedMatmulOp& op);
+// y[y_offset + t * ldy + j] = sum over token t's k slots of weight * ye[its sorted row][j], j < d.
+void moe_combine(Device& device, Stream& stream, const Buffer& ye, const Buffer& route, const Buffer& y,
+                 int64_t y_offset, int64_t ldy, int64_t n_tok, int64_t d, int64_t n_expert, int64_t k);
+
 // Attention of n_tok query rows of one sequence against its cached keys and
 // values (f16, the CPU cache's block layout: core/runtime/kv_cache.h): token
 // t sees positions up to pos[t] (and, with a window, only the last window).

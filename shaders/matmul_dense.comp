@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // y[t][r] = sum_k W[r][k] x[t][k] for dense row-major weights (f32, f16 or
-// bf16, read as 32-bit words). One workgroup per row and TOK tokens; its 64
-// invocations stride over k (consecutive words: contiguous reads) and reduce
-// in shared memory. Variants (defines): FORMAT 0 f32, 1 f16, 2 bf16.
+// bf16, read as 32-bit words), few tokens (matmul_params.glsl, plain only).
+// One workgroup per row and TOK tokens; its 64 invocations stride over k
+// (consecutive words: contiguous reads) and reduce in shared memory.
+// Variants (defines): FORMAT 0 f32, 1 f16, 2 bf16.
 #version 450
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 64) in;
 const uint TOK = 4;
@@ -12,12 +14,7 @@ layout(binding = 0) readonly buffer Weights { uint w[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) writeonly buffer Y { float y[]; };
 
-layout(push_constant) uniform Params {
-  uint rows, cols, n_tok;
-  uint row0;       // first row of the matrix in the buffer (stacked experts)
-  uint row_words;  // 32-bit words per row
-  uint x_offset, ldx, y_offset, ldy;
-} p;
+#include "matmul_params.glsl"
 
 shared float partial[TOK][64];
 
@@ -33,8 +30,8 @@ float weight(uint base, uint k) {
 }
 
 void main() {
-  const uint lane = gl_LocalInvocationID.x, r = gl_WorkGroupID.x, t0 = gl_WorkGroupID.z * TOK;
-  const uint base = (p.row0 + r) * p.row_words;
+  const uint lane = gl_LocalInvocationID.x, r = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * TOK;
+  const uint base = (p.first + r) * p.row_words;
   float acc[TOK];
   for (uint t = 0; t < TOK; ++t) acc[t] = 0.0;
   for (uint k = lane; k < p.cols; k += 64) {

@@ -2,8 +2,7 @@
 // y[t][r] = sum_k W[r][k] x[t][k] for qa weights, few tokens (decode): the
 // weights are read as they lie (qa_weights.glsl), each once per TOK tokens.
 // Workgroup: 16 rows (one tile) x SLICES slices of the blocks, reduced in
-// shared memory; z: TOK tokens per workgroup. Many tokens go to
-// matmul_qa_tiled.comp instead.
+// shared memory, for TOK tokens. Many tokens go to matmul_tiled.comp.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -15,25 +14,17 @@ layout(binding = 0) readonly buffer Weights { uint w[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) writeonly buffer Y { float y[]; };
 
-layout(push_constant) uniform Params {
-  uint rows;        // rows of the matrix
-  uint cols;        // a multiple of 32 (256 for the K-quants)
-  uint n_tok;
-  uint tile0;       // first tile of the matrix (stacked experts)
-  uint x_offset;    // floats
-  uint ldx;
-  uint y_offset;
-  uint ldy;
-} p;
-
+#include "matmul_params.glsl"
 #include "qa_weights.glsl"
 
 shared float partial[SLICES][TOK][16];
 
 void main() {
   const uint lane = gl_LocalInvocationID.x, slice = gl_LocalInvocationID.y;
-  const uint tile = gl_WorkGroupID.x, t0 = gl_WorkGroupID.z * TOK;
-  const uint nb = p.cols / 32, tile_base = qa_tile_base(p.tile0 + tile, p.cols);
+  const uint tile = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * TOK, n_tok = tokens();
+  uint at;
+  if (!unit_in_buffer(tile, at) || t0 >= n_tok) return;  // the whole workgroup
+  const uint nb = p.cols / 32, tile_base = qa_tile_base(at, p.cols);
   float acc[TOK];
   for (uint t = 0; t < TOK; ++t) acc[t] = 0.0;
 
@@ -42,8 +33,8 @@ void main() {
     vec2 d, m;
     qa_block(tile_base, b, lane, q, d, m);
     for (uint t = 0; t < TOK; ++t) {
-      if (t0 + t >= p.n_tok) break;
-      const uint xb = p.x_offset + (t0 + t) * p.ldx + b * 32;
+      if (t0 + t >= n_tok) break;
+      const uint xb = p.x_offset + x_row(t0 + t) * p.ldx + b * 32;
       float qx_lo = 0.0, qx_hi = 0.0, sx_lo = 0.0, sx_hi = 0.0;
       for (uint k = 0; k < 16; ++k) {
         const float a = x[xb + k], c = x[xb + 16 + k];
@@ -60,10 +51,10 @@ void main() {
   if (slice == 0) {
     const uint r = tile * 16 + lane;
     for (uint t = 0; t < TOK; ++t) {
-      if (t0 + t >= p.n_tok || r >= p.rows) break;
+      if (t0 + t >= n_tok || r >= p.rows) break;
       float s = 0.0;
       for (uint i = 0; i < SLICES; ++i) s += partial[i][t][lane];
-      y[p.y_offset + (t0 + t) * p.ldy + r] = s;
+      y[p.y_offset + y_row(t0 + t) * p.ldy + r] = s;
     }
   }
 }

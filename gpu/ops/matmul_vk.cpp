@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Matmul: few tokens by shaders/matmul_qa.comp (one workgroup per tile of 16
 // rows and 4 tokens) or matmul_dense.comp (one per row and 4 tokens); many by
-// matmul_tiled.comp (one per 64 rows and 32 tokens).
+// matmul_tiled.comp (one per 64 rows and 32 tokens). The grouped forms run
+// all of a MoE layer's experts in one dispatch (shaders/matmul_params.glsl).
 #include <algorithm>
 
 #include "gpu/ops.h"
@@ -14,19 +15,26 @@ constexpr uint32_t kSlices = 16;  // K slices per workgroup (the shader's SLICES
 constexpr uint32_t kTokens = 4;   // tokens per workgroup (both shaders' TOK)
 constexpr uint32_t kTiledRows = 64, kTiledTokens = 32;  // matmul_tiled.comp's TM, TN
 
-struct Push {  // matmul_qa.comp
-  uint32_t rows, cols, n_tok, tile0, x_offset, ldx, y_offset, ldy;
-};
-struct DensePush {  // matmul_dense.comp
-  uint32_t rows, cols, n_tok, row0, row_words, x_offset, ldx, y_offset, ldy;
-};
-struct TiledPush {  // matmul_tiled.comp
-  uint32_t rows, cols, n_tok, first, count, row_words, x_offset, ldx, y_offset, ldy;
+struct Push {  // matmul_params.glsl, shared by the three shaders
+  uint32_t rows, cols, n_tok, first, count, row_words, x_offset, ldx, y_offset, ldy, units_per_mat, n_expert, gather;
 };
 
 uint32_t u32(int64_t v, const char* what) {
   if (v < 0 || v > UINT32_MAX) throw GpuError(std::string("matmul: ") + what + " out of range for the shader");
   return static_cast<uint32_t>(v);
+}
+
+Groups token_groups(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_units, uint32_t experts) {
+  const int64_t per = tiled ? kTiledTokens : kTokens;
+  if (tiled) row_units = u32((row_units * w.rows_per_tile + kTiledRows - 1) / kTiledRows, "row groups");
+  return {row_units, u32((n_tok + per - 1) / per, "token groups"), experts};
+}
+
+const Pipeline& matmul_pipeline(Device& device, const GpuMatrix& w, bool tiled, bool grouped) {
+  const std::string format = w.shader.substr(7);  // after "matmul_"
+  const std::string name = std::string(tiled ? "matmul_tiled_" : "matmul_") + (grouped ? "grouped_" : "") + format;
+  const bool gemv_qa = !tiled && !w.dense;
+  return device.pipeline({name, grouped ? 4u : 3u, sizeof(Push), gemv_qa ? std::vector<uint32_t>{kSlices} : std::vector<uint32_t>{}});
 }
 }  // namespace
 
@@ -83,32 +91,36 @@ GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) 
 void matmul(Device& device, Stream& stream, const MatmulOp& op) {
   const GpuMatrix& w = *op.w;
   const bool tiled = op.n_tok >= kTiledMatmulTokens;
-  const Pipeline& pipe = tiled     ? device.pipeline({"matmul_tiled_" + w.shader.substr(7), 3, sizeof(TiledPush), {}})
-                         : w.dense ? device.pipeline({w.shader, 3, sizeof(DensePush), {}})
-                                   : device.pipeline({w.shader, 3, sizeof(Push), {kSlices}});
+  const Pipeline& pipe = matmul_pipeline(device, w, tiled, false);
   const int64_t first = op.mat * w.tiles_per_mat, last = first + w.tiles_per_mat;
   for (const GpuMatrix::Part& part : w.parts) {
     const int64_t a = std::max(first, part.first_tile), b = std::min(last, part.first_tile + part.tiles);
     if (a >= b) continue;
     const int64_t row0 = (a - first) * w.rows_per_tile;
-    const uint32_t rows = u32(w.mat_rows - row0, "rows"), cols = u32(w.cols, "cols"), n_tok = u32(op.n_tok, "tokens");
-    const uint32_t unit = u32(a - part.first_tile, "tile"), x_offset = u32(op.x_offset, "x offset"),
-                   ldx = u32(op.ldx, "ldx"), y_offset = u32(op.y_offset + row0, "y offset"), ldy = u32(op.ldy, "ldy");
-    const std::initializer_list<Arg> bindings{in(*part.buffer), in(*op.x), out(*op.y)};
-    if (tiled) {
-      const int64_t part_rows = (b - a) * w.rows_per_tile;
-      const TiledPush push{rows, cols, n_tok, unit, u32(b - a, "tiles"), u32(w.dense ? w.tile_bytes / 4 : 0, "row words"),
-                           x_offset, ldx, y_offset, ldy};
-      const Groups groups{u32((part_rows + kTiledRows - 1) / kTiledRows, "row groups"),
-                          u32((op.n_tok + kTiledTokens - 1) / kTiledTokens, "token groups"), 1};
-      stream.dispatch(pipe, bindings, &push, sizeof push, groups);
-    } else if (w.dense) {
-      const DensePush push{rows, cols, n_tok, unit, u32(w.tile_bytes / 4, "row words"), x_offset, ldx, y_offset, ldy};
-      stream.dispatch(pipe, bindings, &push, sizeof push, {u32(b - a, "rows"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")});
-    } else {
-      const Push push{rows, cols, n_tok, unit, x_offset, ldx, y_offset, ldy};
-      stream.dispatch(pipe, bindings, &push, sizeof push, {u32(b - a, "tiles"), 1, u32((op.n_tok + kTokens - 1) / kTokens, "token groups")});
-    }
+    const Push push{u32(w.mat_rows - row0, "rows"), u32(w.cols, "cols"), u32(op.n_tok, "tokens"),
+                    u32(a - part.first_tile, "tile"), u32(b - a, "tiles"), u32(w.dense ? w.tile_bytes / 4 : 0, "row words"),
+                    u32(op.x_offset, "x offset"), u32(op.ldx, "ldx"), u32(op.y_offset + row0, "y offset"),
+                    u32(op.ldy, "ldy"), 0, 0, 0};
+    stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push,
+                    token_groups(w, tiled, op.n_tok, push.count, 1));
+  }
+}
+
+// One dispatch per buffer, over as many experts as may have rows (decode:
+// k): every workgroup looks up its expert and rows in the route and skips
+// the tiles another buffer holds.
+void grouped_matmul(Device& device, Stream& stream, const GroupedMatmulOp& op) {
+  const GpuMatrix& w = *op.w;
+  if (w.mat_rows == w.rows && op.n_expert != 1) throw GpuError("grouped matmul: " + std::to_string(op.n_expert) + " experts of one matrix");
+  const bool tiled = w.dense || op.n_tok >= kTiledMatmulTokens;  // dense weights have no grouped GEMV
+  const Pipeline& pipe = matmul_pipeline(device, w, tiled, true);
+  for (const GpuMatrix::Part& part : w.parts) {
+    const Push push{u32(w.mat_rows, "rows"), u32(w.cols, "cols"), u32(op.n_tok, "tokens"), u32(part.first_tile, "tile"),
+                    u32(part.tiles, "tiles"), u32(w.dense ? w.tile_bytes / 4 : 0, "row words"), 0, u32(op.ldx, "ldx"),
+                    0, u32(op.ldy, "ldy"), u32(w.tiles_per_mat, "tiles"), u32(op.n_expert, "experts"), op.gather ? 1u : 0u};
+    stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y), in(*op.route)}, &push, sizeof push,
+                    token_groups(w, tiled, op.n_tok, u32(w.tiles_per_mat, "tiles"),
+                                 u32(std::min(op.n_expert, op.n_tok * op.k), "experts")));
   }
 }
 

@@ -104,7 +104,8 @@ CASES: list[Case] = [
 # The Vulkan backend (lavapipe in CI): the same bounds against the same
 # reference. "all": whole blocks (every weight format has a matmul shader)
 # and the MoE experts; "attn":
-# attention only; "experts": the MoE experts' matmuls (routing on the CPU).
+# attention only; "experts": the MoE layers (router, routing, experts'
+# matmuls and their weighted sum, all on the device).
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",

@@ -23,58 +23,14 @@
 #include "gpu/stream.h"
 #include "quant/half.h"
 #include "quant/qa_layout.h"
+#include "tests/unit/gpu_testing.h"
 #include "tests/unit/random_weights.h"
 
 namespace basalt {
 namespace {
 
-// The device the tests run on: the one `--gpu all` would take, CPU drivers included.
-gpu::Device* test_device(std::string* why) {
-  static std::unique_ptr<gpu::Device> device;
-  static std::string reason;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    const std::vector<gpu::GpuInfo> gpus = gpu::list_gpus(&reason);
-    const int pick = gpu::pick_gpu(gpus, /*allow_cpu=*/true);
-    if (pick < 0 && reason.empty()) reason = "no usable Vulkan device";
-    if (pick >= 0) {
-      try {
-        device = gpu::Device::open(pick);
-      } catch (const gpu::GpuError& e) {
-        reason = e.what();
-      }
-    }
-  }
-  *why = reason;
-  return device.get();
-}
-
-#define NEED_DEVICE(dev)                                                         \
-  std::string why_no_device;                                                     \
-  gpu::Device* dev = test_device(&why_no_device);                                \
-  if (!dev) {                                                                    \
-    if (std::getenv("BASALT_REQUIRE_GPU")) FAIL() << "no GPU: " << why_no_device; \
-    GTEST_SKIP() << "no GPU: " << why_no_device;                                 \
-  }
-
-// sum (a - b)^2 / sum b^2; +inf when a has a NaN or Inf where b has none.
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) && std::isfinite(b[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using testutil::nmse;
+using testutil::random_floats;
 
 TEST(GpuDevice, ListsDevicesAndNeverAutoPicksACpuDriver) {
   std::string why;
