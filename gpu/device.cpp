@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "gpu/pipeline.h"
@@ -186,6 +187,8 @@ std::unique_ptr<Device> Device::open(int index) {
   d->physical_ = devs[static_cast<size_t>(index)];
   d->info_ = read_info(d->physical_, index);
   if (!d->info_.usable()) throw GpuError("Vulkan device " + d->info_.describe());
+  const char* portable = std::getenv("BASALT_GPU_PORTABLE");
+  d->portable_ = portable && *portable && std::string(portable) != "0";
   vk().vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   uint32_t nq = 0;

@@ -67,6 +67,15 @@ class Device {
   // The pipeline for spec, made on first use.
   const Pipeline& pipeline(const PipelineSpec& spec);
 
+  // Shaders with a variant by device feature (subgroup operations) take it
+  // unless the device is kept to the portable ones (BASALT_GPU_PORTABLE=1, a
+  // driver's bug; set_portable: tests of both).
+  bool subgroups() const { return info_.subgroup_arithmetic && !portable_; }
+  bool portable() const { return portable_; }
+  void set_portable(bool portable) { portable_ = portable; }
+  // "name_subgroup" where the device takes that variant, else name.
+  std::string variant(const std::string& name) const { return subgroups() ? name + "_subgroup" : name; }
+
  private:
   Device() = default;
   GpuInfo info_;
@@ -74,6 +83,7 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
+  bool portable_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };

@@ -8,9 +8,14 @@
 // reads KV head h / group), an optional sliding window. With splits > 1 the
 // key blocks are cut into that many ranges (workgroups z: split-K, so a
 // decode step fills the GPU); each writes its (max, sum, unnormalized o) to
-// part[] and attention_merge.comp combines them.
+// part[] and attention_merge.comp combines them. SUBGROUP: the block's max
+// and sum by subgroup operations (group_reduce.glsl).
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_GOOGLE_include_directive : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 layout(local_size_x = 64) in;
 const uint BLOCK = 64;
@@ -36,31 +41,8 @@ layout(push_constant) uniform Params {
 
 shared float qs[MAX_DIMS * 64];
 shared float ps[BLOCK];
-shared float red[BLOCK];
-
-float reduce_max(float x) {
-  red[gl_LocalInvocationID.x] = x;
-  barrier();
-  for (uint s = BLOCK / 2; s > 0; s >>= 1) {
-    if (gl_LocalInvocationID.x < s) red[gl_LocalInvocationID.x] = max(red[gl_LocalInvocationID.x], red[gl_LocalInvocationID.x + s]);
-    barrier();
-  }
-  const float r = red[0];
-  barrier();
-  return r;
-}
-
-float reduce_sum(float x) {
-  red[gl_LocalInvocationID.x] = x;
-  barrier();
-  for (uint s = BLOCK / 2; s > 0; s >>= 1) {
-    if (gl_LocalInvocationID.x < s) red[gl_LocalInvocationID.x] += red[gl_LocalInvocationID.x + s];
-    barrier();
-  }
-  const float r = red[0];
-  barrier();
-  return r;
-}
+const uint WG = BLOCK;
+#include "group_reduce.glsl"
 
 void main() {
   const uint j = gl_LocalInvocationID.x;
@@ -92,10 +74,10 @@ void main() {
       s = 0.0;
       for (uint d = 0; d < hd; ++d) s += qs[d] * float(k[kb + d * BLOCK]);
     }
-    const float m_new = max(m, reduce_max(s));
+    const float m_new = max(m, group_max(s));
     const float e = seen ? exp(s - m_new) : 0.0;
     const float corr = exp(m - m_new);  // 0 on the first block (m = -inf)
-    l = l * corr + reduce_sum(e);
+    l = l * corr + group_sum(e);
     m = m_new;
     ps[j] = e;
     barrier();

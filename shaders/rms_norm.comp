@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, one workgroup per row; the sum
-// of squares reduced in shared memory. y may be x.
+// of squares by group_reduce.glsl (SUBGROUP: with subgroup operations). y may be x.
 #version 450
+#extension GL_GOOGLE_include_directive : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
-layout(local_size_x = 256) in;
+const uint WG = 256;
+layout(local_size_x = WG) in;
 
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer W { float w[]; };
@@ -14,19 +19,13 @@ layout(push_constant) uniform Params {
   float eps;
 } p;
 
-shared float partial[256];
+#include "group_reduce.glsl"
 
 void main() {
   const uint lane = gl_LocalInvocationID.x, row = gl_WorkGroupID.x;
   const uint xr = p.x_offset + row * p.d, yr = p.y_offset + row * p.d;
   float s = 0.0;
-  for (uint i = lane; i < p.d; i += 256) s += x[xr + i] * x[xr + i];
-  partial[lane] = s;
-  barrier();
-  for (uint k = 128; k > 0; k >>= 1) {
-    if (lane < k) partial[lane] += partial[lane + k];
-    barrier();
-  }
-  const float inv = 1.0 / sqrt(partial[0] / float(p.d) + p.eps);
-  for (uint i = lane; i < p.d; i += 256) y[yr + i] = x[xr + i] * inv * w[i];
+  for (uint i = lane; i < p.d; i += WG) s += x[xr + i] * x[xr + i];
+  const float inv = 1.0 / sqrt(group_sum(s) / float(p.d) + p.eps);
+  for (uint i = lane; i < p.d; i += WG) y[yr + i] = x[xr + i] * inv * w[i];
 }

@@ -45,7 +45,7 @@ int64_t splits_for(const AttentionOp& op) {
 void attention(Device& device, Stream& stream, const AttentionOp& op) {
   if (!attention_supported(op.head_dim)) throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " > 256");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
-  const Pipeline& pipe = device.pipeline({"attention", 6, sizeof(Push), {}});
+  const Pipeline& pipe = device.pipeline({device.variant("attention"), 6, sizeof(Push), {}});
   const int64_t splits = splits_for(op);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),

@@ -23,7 +23,7 @@ void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset,
     uint32_t d, x_offset, y_offset;
     float eps;
   } push{u32(d, "rms_norm: width"), u32(x_offset, "rms_norm: x offset"), u32(y_offset, "rms_norm: y offset"), eps};
-  stream.dispatch(device.pipeline({"rms_norm", 3, sizeof push, {}}), {in(x), in(w), out(y)}, &push, sizeof push,
+  stream.dispatch(device.pipeline({device.variant("rms_norm"), 3, sizeof push, {}}), {in(x), in(w), out(y)}, &push, sizeof push,
                   {u32(n, "rms_norm: rows"), 1, 1});
 }
 

@@ -165,24 +165,26 @@ TEST(GpuOps, SwigluMatchesCpu) {
 TEST(GpuOps, AddRmsNormAndRopeMatchCpu) {
   NEED_DEVICE(dev);
   std::mt19937 rng(12);
-  for (int64_t d : {1, 64, 300, 2048}) {  // rms_norm rows of odd and large widths, in place and not
-    const int64_t n = 5;
-    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng), w = random_floats(static_cast<size_t>(d), rng);
-    std::vector<float> want(x.size()), got(x.size()), got_in_place(x.size());
-    cpu::rms_norm(x.data(), w.data(), want.data(), n, d, 1e-5f);
-    gpu::Buffer xb(*dev, x.size() * 4 + 12, gpu::Memory::device, "x"), wb(*dev, w.size() * 4, gpu::Memory::device, "w"),
-        yb(*dev, x.size() * 4, gpu::Memory::device, "y");
-    gpu::Stream s(*dev);
-    s.upload(xb, x.data(), x.size() * 4, 12);  // at an offset of 3 floats
-    s.upload(wb, w.data(), w.size() * 4);
-    gpu::rms_norm(*dev, s, xb, 3, wb, yb, 0, n, d, 1e-5f);
-    gpu::rms_norm(*dev, s, xb, 3, wb, xb, 3, n, d, 1e-5f);
-    s.download(yb, got.data(), got.size() * 4);
-    s.download(xb, got_in_place.data(), got.size() * 4, 12);
-    s.finish();
-    EXPECT_LT(nmse(got, want), 1e-12) << "rms_norm width " << d;
-    EXPECT_LT(nmse(got_in_place, want), 1e-12) << "rms_norm in place, width " << d;
-  }
+  testutil::for_each_variant(*dev, [&] {
+    for (int64_t d : {1, 64, 300, 2048}) {  // rms_norm rows of odd and large widths, in place and not
+      const int64_t n = 5;
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng), w = random_floats(static_cast<size_t>(d), rng);
+      std::vector<float> want(x.size()), got(x.size()), got_in_place(x.size());
+      cpu::rms_norm(x.data(), w.data(), want.data(), n, d, 1e-5f);
+      gpu::Buffer xb(*dev, x.size() * 4 + 12, gpu::Memory::device, "x"), wb(*dev, w.size() * 4, gpu::Memory::device, "w"),
+          yb(*dev, x.size() * 4, gpu::Memory::device, "y");
+      gpu::Stream s(*dev);
+      s.upload(xb, x.data(), x.size() * 4, 12);  // at an offset of 3 floats
+      s.upload(wb, w.data(), w.size() * 4);
+      gpu::rms_norm(*dev, s, xb, 3, wb, yb, 0, n, d, 1e-5f);
+      gpu::rms_norm(*dev, s, xb, 3, wb, xb, 3, n, d, 1e-5f);
+      s.download(yb, got.data(), got.size() * 4);
+      s.download(xb, got_in_place.data(), got.size() * 4, 12);
+      s.finish();
+      EXPECT_LT(nmse(got, want), 1e-12) << "rms_norm width " << d;
+      EXPECT_LT(nmse(got_in_place, want), 1e-12) << "rms_norm in place, width " << d;
+    }
+  });
   for (RopeStyle style : {RopeStyle::normal, RopeStyle::neox})
     for (int64_t rope_dim : {64, 32}) {  // whole heads, and partial rotation
       const cpu::RopeParams p{3, 64, rope_dim, 10000.0f, 0.25f, style};
@@ -302,14 +304,18 @@ TEST(GpuOps, AttentionMatchesCpu) {
       {256, 1, 2, 70, 2},   // the largest head the shader takes
       {32, 1, 1, 5, 7},
   };
-  for (const AttnCase& c : cases) check_attention(*dev, c, rng);
+  testutil::for_each_variant(*dev, [&] {
+    for (const AttnCase& c : cases) check_attention(*dev, c, rng);
+  });
 }
 
 TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
   NEED_DEVICE(dev);
   std::mt19937 rng(11);
-  for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
-  check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
+  testutil::for_each_variant(*dev, [&] {
+    for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
+    check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
+  });
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #if defined(BASALT_VULKAN)
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -21,6 +23,20 @@ gpu::Device* test_device(std::string* why);
 double nmse(const std::vector<float>& a, const std::vector<float>& b);
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng);  // N(0, 1)
+
+// Runs check() with each shader variant the device has: the subgroup ones
+// where it has subgroup operations, then the portable ones.
+template <class Check>
+void for_each_variant(gpu::Device& dev, Check check) {
+  const bool was = dev.portable();
+  for (bool portable : {false, true}) {
+    if (!portable && !dev.info().subgroup_arithmetic) continue;
+    dev.set_portable(portable);
+    SCOPED_TRACE(portable ? "portable shaders" : "subgroup shaders");
+    check();
+  }
+  dev.set_portable(was);
+}
 
 }  // namespace basalt::testutil
 
