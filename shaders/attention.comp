@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Attention of query rows against the f16 KV cache in the CPU's block layout
 // (core/runtime/kv_cache.h): per block of 64 positions, keys [KV head][dim][64]
-// (transposed) and values [KV head][64][dim]. One workgroup per (token, query
-// head); its 64 invocations take one key each for the scores (consecutive
-// keys: contiguous reads) and dimensions d, d + 64, ... for P V. Online
-// softmax (running max m and sum l) block by block, causal, GQA (query head h
-// reads KV head h / group), an optional sliding window. With splits > 1 the
-// key blocks are cut into that many ranges (workgroups z: split-K, so a
-// decode step fills the GPU); each writes its (max, sum, unnormalized o) to
-// part[] and attention_merge.comp combines them. SUBGROUP: the block's max
-// and sum by subgroup operations (group_reduce.glsl).
+// (transposed) and values [KV head][64][dim]. One workgroup per (token, KV
+// head, up to HG of the query heads that share it: GQA reads each key and
+// value once for all of them); its 64 invocations take one key each for the
+// scores (consecutive keys: contiguous reads) and dimensions d, d + 64, ...
+// for P V. Online softmax (running max m and sum l per head) block by block,
+// causal, an optional sliding window. With splits > 1 the key blocks are cut
+// into that many ranges (workgroups z: split-K, so a decode step fills the
+// GPU); each writes its (max, sum, unnormalized o) per head to part[] and
+// attention_merge.comp combines them. SUBGROUP: the block's maxima and sums
+// by subgroup operations (group_reduce.glsl).
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_GOOGLE_include_directive : require
@@ -18,6 +19,7 @@
 #endif
 
 layout(local_size_x = 64) in;
+const uint HG = HEADS;  // query heads per workgroup (a define: arrays sized by a specialization constant misbehave)
 const uint BLOCK = 64;
 const uint MAX_DIMS = 4;  // head_dim <= 256
 
@@ -39,25 +41,30 @@ layout(push_constant) uniform Params {
   uint splits;        // key ranges per (token, head); 1: o written here
 } p;
 
-shared float qs[MAX_DIMS * 64];
-shared float ps[BLOCK];
-const uint WG = BLOCK;
+shared float qs[HG][MAX_DIMS * 64];
+shared float ps[HG][BLOCK];
+const uint WG = BLOCK, RED_N = HG;
 #include "group_reduce.glsl"
 
 void main() {
-  const uint j = gl_LocalInvocationID.x;
-  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
-  const uint kvh = h / p.group, hd = p.head_dim;
+  const uint j = gl_LocalInvocationID.x, t = gl_WorkGroupID.y, hd = p.head_dim;
+  const uint per_kv = (p.group + HG - 1) / HG;  // workgroups per KV head
+  const uint kvh = gl_WorkGroupID.x / per_kv, h0 = kvh * p.group + gl_WorkGroupID.x % per_kv * HG;
+  const uint nh = min(HG, (kvh + 1) * p.group - h0);  // query heads h0 .. h0 + nh
   const int my_pos = pos[p.pos_offset + t];
   const uint last = uint(my_pos);  // keys 0..last, or the window's
   const uint first = p.window > 0 && last + 1 > p.window ? last + 1 - p.window : 0;
 
-  for (uint d = j; d < hd; d += BLOCK) qs[d] = q[p.q_offset + t * p.ldq + h * hd + d] * p.scale;
+  for (uint g = 0; g < HG; ++g)
+    for (uint d = j; d < hd; d += BLOCK) qs[g][d] = g < nh ? q[p.q_offset + t * p.ldq + (h0 + g) * hd + d] * p.scale : 0.0;
   barrier();
 
-  float m = -1.0 / 0.0, l = 0.0;
-  float acc[MAX_DIMS];
-  for (uint i = 0; i < MAX_DIMS; ++i) acc[i] = 0.0;
+  float m[HG], l[HG], acc[HG][MAX_DIMS];
+  for (uint g = 0; g < HG; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    for (uint i = 0; i < MAX_DIMS; ++i) acc[g][i] = 0.0;
+  }
 
   // This workgroup's blocks of the token's key range.
   const uint first_block = first / BLOCK, blocks = last / BLOCK - first_block + 1;
@@ -68,41 +75,57 @@ void main() {
     const uint blk = p.kv_base + b * p.block_stride;
     const uint key = p0 + j;
     const bool seen = key >= first && key <= last;
-    float s = -1.0 / 0.0;
+    float s[HG];
+    for (uint g = 0; g < HG; ++g) s[g] = seen ? 0.0 : -1.0 / 0.0;
     if (seen) {
       const uint kb = blk + kvh * hd * BLOCK + j;
-      s = 0.0;
-      for (uint d = 0; d < hd; ++d) s += qs[d] * float(k[kb + d * BLOCK]);
+      for (uint d = 0; d < hd; ++d) {
+        const float kd = float(k[kb + d * BLOCK]);
+        for (uint g = 0; g < HG; ++g) s[g] += qs[g][d] * kd;
+      }
     }
-    const float m_new = max(m, group_max(s));
-    const float e = seen ? exp(s - m_new) : 0.0;
-    const float corr = exp(m - m_new);  // 0 on the first block (m = -inf)
-    l = l * corr + group_sum(e);
-    m = m_new;
-    ps[j] = e;
-    barrier();
+    float mx[HG];
+    for (uint g = 0; g < HG; ++g) mx[g] = s[g];
+    group_reduce(mx, true);
+    float e[HG], corr[HG];
+    for (uint g = 0; g < HG; ++g) {
+      const float m_new = max(m[g], mx[g]);
+      e[g] = seen ? exp(s[g] - m_new) : 0.0;
+      corr[g] = exp(m[g] - m_new);  // 0 on the first block (m = -inf)
+      m[g] = m_new;
+      ps[g][j] = e[g];
+    }
+    group_reduce(e, false);  // its barriers also publish ps
+    for (uint g = 0; g < HG; ++g) l[g] = l[g] * corr[g] + e[g];
     const uint n = min(BLOCK, last + 1 - p0);
     const uint vb = blk + kvh * BLOCK * hd;
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = j + i * BLOCK;
       if (d >= hd) break;
-      float a = acc[i] * corr;
-      for (uint jj = 0; jj < n; ++jj) a += ps[jj] * float(v[vb + jj * hd + d]);
-      acc[i] = a;
+      float a[HG];
+      for (uint g = 0; g < HG; ++g) a[g] = acc[g][i] * corr[g];
+      for (uint jj = 0; jj < n; ++jj) {
+        const float vd = float(v[vb + jj * hd + d]);
+        for (uint g = 0; g < HG; ++g) a[g] += ps[g][jj] * vd;
+      }
+      for (uint g = 0; g < HG; ++g) acc[g][i] = a[g];
     }
     barrier();
   }
-  if (p.splits == 1) {
+  for (uint g = 0; g < nh; ++g) {
+    const uint h = h0 + g;
+    if (p.splits == 1) {
+      for (uint i = 0; i < MAX_DIMS; ++i) {
+        const uint d = j + i * BLOCK;
+        if (d < hd) o[p.o_offset + t * p.ldo + h * hd + d] = acc[g][i] / l[g];
+      }
+      continue;
+    }
+    const uint at = ((t * p.n_head + h) * p.splits + split) * (2 + hd);  // an empty range: m = -inf, l = 0
+    if (j == 0) part[at] = m[g], part[at + 1] = l[g];
     for (uint i = 0; i < MAX_DIMS; ++i) {
       const uint d = j + i * BLOCK;
-      if (d < hd) o[p.o_offset + t * p.ldo + h * hd + d] = acc[i] / l;
+      if (d < hd) part[at + 2 + d] = acc[g][i];
     }
-    return;
-  }
-  const uint at = ((t * p.n_head + h) * p.splits + split) * (2 + hd);  // an empty range: m = -inf, l = 0
-  if (j == 0) part[at] = m, part[at + 1] = l;
-  for (uint i = 0; i < MAX_DIMS; ++i) {
-    const uint d = j + i * BLOCK;
-    if (d < hd) part[at + 2 + d] = acc[i];
   }
 }

@@ -1,36 +1,38 @@
 // SPDX-License-Identifier: MIT
-// Sum and maximum over the whole workgroup (WG invocations, a power of two,
-// defined by the includer), for every invocation; call from uniform control
-// flow. Portable: a tree in shared memory (log2 WG barriers). SUBGROUP (the
-// includer enables GL_KHR_shader_subgroup_arithmetic): each subgroup reduces
-// in registers, then one shared value per subgroup (2 barriers).
+// Sums or maxima over the whole workgroup of RED_N values per invocation,
+// for every invocation (WG invocations, a power of two; the includer defines
+// WG and RED_N); call from uniform control flow. Portable: a tree in shared
+// memory (log2 WG barriers). SUBGROUP (the includer enables
+// GL_KHR_shader_subgroup_arithmetic): each subgroup reduces in registers,
+// then one shared value per subgroup (2 barriers).
+
+shared float red[RED_N][WG];
 
 #ifdef SUBGROUP
-shared float red[WG];  // one per subgroup
-float group_reduce(float x, bool is_max) {
-  const float s = is_max ? subgroupMax(x) : subgroupAdd(x);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
+void group_reduce(inout float x[RED_N], bool is_max) {
+  for (uint g = 0; g < RED_N; ++g) {
+    const float s = is_max ? subgroupMax(x[g]) : subgroupAdd(x[g]);
+    if (subgroupElect()) red[g][gl_SubgroupID] = s;
+  }
   barrier();
-  float r = red[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r = is_max ? max(r, red[i]) : r + red[i];
+  for (uint g = 0; g < RED_N; ++g) {
+    float r = red[g][0];
+    for (uint i = 1; i < gl_NumSubgroups; ++i) r = is_max ? max(r, red[g][i]) : r + red[g][i];
+    x[g] = r;
+  }
   barrier();
-  return r;
 }
 #else
-shared float red[WG];
-float group_reduce(float x, bool is_max) {
+void group_reduce(inout float x[RED_N], bool is_max) {
   const uint i = gl_LocalInvocationIndex;
-  red[i] = x;
+  for (uint g = 0; g < RED_N; ++g) red[g][i] = x[g];
   barrier();
   for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (i < s) red[i] = is_max ? max(red[i], red[i + s]) : red[i] + red[i + s];
+    if (i < s)
+      for (uint g = 0; g < RED_N; ++g) red[g][i] = is_max ? max(red[g][i], red[g][i + s]) : red[g][i] + red[g][i + s];
     barrier();
   }
-  const float r = red[0];
+  for (uint g = 0; g < RED_N; ++g) x[g] = red[g][0];
   barrier();
-  return r;
 }
 #endif
-
-float group_max(float x) { return group_reduce(x, true); }
-float group_sum(float x) { return group_reduce(x, false); }

@@ -7,7 +7,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
-const uint WG = 256;
+const uint WG = 256, RED_N = 1;
 layout(local_size_x = WG) in;
 
 layout(binding = 0) readonly buffer X { float x[]; };
@@ -26,6 +26,8 @@ void main() {
   const uint xr = p.x_offset + row * p.d, yr = p.y_offset + row * p.d;
   float s = 0.0;
   for (uint i = lane; i < p.d; i += WG) s += x[xr + i] * x[xr + i];
-  const float inv = 1.0 / sqrt(group_sum(s) / float(p.d) + p.eps);
+  float sum[RED_N] = float[RED_N](s);
+  group_reduce(sum, false);
+  const float inv = 1.0 / sqrt(sum[0] / float(p.d) + p.eps);
   for (uint i = lane; i < p.d; i += WG) y[yr + i] = x[xr + i] * inv * w[i];
 }

@@ -303,6 +303,8 @@ TEST(GpuOps, AttentionMatchesCpu) {
       {80, 2, 1, 100, 3},   // head_dim not a multiple of 64
       {256, 1, 2, 70, 2},   // the largest head the shader takes
       {32, 1, 1, 5, 7},
+      {64, 2, 6, 130, 2},   // a group the shader's 8 heads per workgroup hold with room to spare
+      {64, 1, 16, 200, 3},  // two workgroups per KV head
   };
   testutil::for_each_variant(*dev, [&] {
     for (const AttnCase& c : cases) check_attention(*dev, c, rng);
