@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// The Vulkan shaders on the device tests and `--gpu` would take (lavapipe
+// included, where the figures only prove it runs): the device's read
+// bandwidth (the roofline), matmul GEMV (1 token: GB/s of weights and %bw)
+// and tiled GEMM (512 tokens: GFLOP/s) on a 7B model's shapes per weight
+// format, and decode attention over a long KV cache (GB/s of K and V, %bw).
+// Each timed iteration records kReps dispatches and submits them once, so
+// submission costs little; the time is per dispatch.
+//
+//   build/bin/basalt_gpu_bench --benchmark_filter='matmul/q4_0/.*/t:1'
+//
+// Environment: BASALT_GPU_DEVICE=N (default: the one `--gpu all` takes);
+// BASALT_GPU_PEAK_GBS skips measuring the read bandwidth.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_weights.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "gpu/pipeline.h"
+#include "gpu/stream.h"
+
+namespace basalt::bench {
+namespace {
+
+constexpr int kReps = 10;
+
+gpu::Device* g_dev = nullptr;
+double g_peak_gbs = 0;
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+const Shape kShapes[] = {{"7b.attn_q", 4096, 4096}, {"7b.ffn_up", 11008, 4096}, {"7b.ffn_down", 4096, 11008}};
+const BenchFormat kFormats[] = {{"f16", GgmlType::f16},   {"q4_0", GgmlType::q4_0}, {"q8_0", GgmlType::q8_0},
+                                {"q4_k", GgmlType::q4_k}, {"q6_k", GgmlType::q6_k}};
+
+// Runs record() kReps times per submission, reports seconds per dispatch,
+// and returns the mean.
+template <class Record>
+double time_dispatches(benchmark::State& state, Record record) {
+  gpu::Stream s(*g_dev);
+  record(s);  // warm-up: pipelines made, caches filled
+  s.finish();
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kReps; ++i) record(s);
+    s.finish();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kReps;
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  return total / static_cast<double>(state.iterations());
+}
+
+// GB/s of `bytes` per dispatch, and the share of the device's read bandwidth.
+void report_bytes(benchmark::State& state, double bytes, double sec) {
+  state.counters["GB/s"] = bytes / sec / 1e9;
+  if (g_peak_gbs > 0) state.counters["%bw"] = 100 * bytes / sec / 1e9 / g_peak_gbs;
+}
+
+double measure_read_gbs() {
+  const size_t bytes = std::min<size_t>(size_t{1} << 30, g_dev->info().max_storage_range / 2);
+  gpu::Buffer src(*g_dev, bytes, gpu::Memory::device, "bandwidth source"), dst(*g_dev, 4096 * 256 * 4, gpu::Memory::device, "sums");
+  gpu::Stream s(*g_dev);
+  s.fill_zero(src, 0, bytes);
+  const uint32_t n_vec4 = static_cast<uint32_t>(bytes / 16);
+  const gpu::Pipeline& pipe = g_dev->pipeline({"read_bandwidth", 2, 4, {}});
+  double best = 0;
+  for (int round = 0; round < 4; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 4; ++i) s.dispatch(pipe, {gpu::in(src), gpu::out(dst)}, &n_vec4, 4, {4096, 1, 1});
+    s.finish();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (round > 0) best = std::max(best, 4.0 * bytes / sec / 1e9);  // round 0 warms up
+  }
+  return best;
+}
+
+void matmul_bench(benchmark::State& state, const BenchFormat& f, const Shape& shape, int64_t tokens) {
+  BenchWeight bw = make_bench_weight(f.type, shape.rows, shape.cols, 1);
+  gpu::GpuMatrix m = gpu::upload_matrix(*g_dev, bw.w);
+  gpu::Buffer x(*g_dev, static_cast<size_t>(tokens * shape.cols) * 4, gpu::Memory::device, "x");
+  gpu::Buffer y(*g_dev, static_cast<size_t>(tokens * shape.rows) * 4, gpu::Memory::device, "y");
+  const double sec = time_dispatches(state, [&](gpu::Stream& s) {
+    gpu::matmul(*g_dev, s, {&m, 0, &x, 0, shape.cols, &y, 0, shape.rows, tokens});
+  });
+  report_bytes(state, static_cast<double>(bw.w.total_bytes()), sec);
+  state.counters["GFLOP/s"] = 2.0 * shape.rows * shape.cols * tokens / sec / 1e9;
+}
+
+// One decode token of a 7B-like layer (32 heads of 128, 8 KV heads) over `depth` cached positions.
+void attention_bench(benchmark::State& state, int64_t depth) {
+  const int64_t n_head = 32, n_kv = 8, hd = 128, kv_dim = n_kv * hd, blocks = depth / 64 + 1;
+  const int64_t stride = kv_dim * 64;
+  const size_t kv_bytes = static_cast<size_t>(blocks * stride) * 2;
+  gpu::Buffer k(*g_dev, kv_bytes, gpu::Memory::device, "keys"), v(*g_dev, kv_bytes, gpu::Memory::device, "values");
+  gpu::Buffer q(*g_dev, static_cast<size_t>(n_head * hd) * 4, gpu::Memory::device, "q");
+  gpu::Buffer o(*g_dev, static_cast<size_t>(n_head * hd) * 4, gpu::Memory::device, "o");
+  gpu::Buffer pos(*g_dev, 4, gpu::Memory::device, "pos"), part(*g_dev, gpu::attention_partial_bytes(hd), gpu::Memory::device, "partials");
+  {
+    gpu::Stream s(*g_dev);
+    const int32_t p = static_cast<int32_t>(depth);
+    s.upload(pos, &p, 4);
+    s.fill_zero(k, 0, kv_bytes);
+    s.fill_zero(v, 0, kv_bytes);
+    s.fill_zero(q, 0, q.size());
+    s.finish();
+  }
+  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, 0, stride, &pos, 0, &o, 0, n_head * hd, 1, n_head, n_kv, hd, 0,
+                            &part, depth};
+  const double sec = time_dispatches(state, [&](gpu::Stream& s) { gpu::attention(*g_dev, s, op); });
+  report_bytes(state, 2.0 * static_cast<double>(depth + 1) * kv_dim * 2, sec);  // K and V, f16
+}
+
+}  // namespace
+}  // namespace basalt::bench
+
+int main(int argc, char** argv) {
+  using namespace basalt;
+  using namespace basalt::bench;
+  benchmark::Initialize(&argc, argv);
+  std::string why;
+  const std::vector<gpu::GpuInfo> gpus = gpu::list_gpus(&why);
+  const char* want = std::getenv("BASALT_GPU_DEVICE");
+  const int index = want ? std::atoi(want) : gpu::pick_gpu(gpus, /*allow_cpu=*/true);
+  if (gpus.empty() || index < 0 || index >= static_cast<int>(gpus.size())) {
+    std::fprintf(stderr, "basalt_gpu_bench: no Vulkan device%s%s\n", why.empty() ? "" : ": ", why.c_str());
+    return 77;  // ctest's skip code (tests/CMakeLists.txt runs this once)
+  }
+  std::unique_ptr<gpu::Device> dev;
+  try {
+    dev = gpu::Device::open(index);
+  } catch (const gpu::GpuError& e) {
+    std::fprintf(stderr, "basalt_gpu_bench: %s\n", e.what());
+    return 1;
+  }
+  g_dev = dev.get();
+  const char* peak = std::getenv("BASALT_GPU_PEAK_GBS");
+  g_peak_gbs = peak ? std::atof(peak) : measure_read_gbs();
+  benchmark::AddCustomContext("gpu", g_dev->info().describe());
+  benchmark::AddCustomContext("gpu_read_GBps", std::to_string(g_peak_gbs));
+  benchmark::AddCustomContext("gpu_shaders", g_dev->subgroups() ? "subgroup" : "portable");
+  for (const BenchFormat& f : kFormats)
+    for (const Shape& shape : kShapes)
+      for (int64_t tokens : {1, 512})
+        benchmark::RegisterBenchmark(("matmul/" + std::string(f.name) + "/" + shape.name + "/t:" + std::to_string(tokens)).c_str(),
+                                     matmul_bench, f, shape, tokens)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+  for (int64_t depth : {4096, 32768})
+    benchmark::RegisterBenchmark(("attention/decode/depth:" + std::to_string(depth)).c_str(), attention_bench, depth)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The checks a real GPU allows, in one run (docs/ARCHITECTURE.md, "The Vulkan
+# backend"): the devices, every GPU test with the device required, the shader
+# benchmarks against the device's read bandwidth, and `basalt bench` with
+# each placement against the CPU on the given models, ending with speed-ups.
+#
+#   scripts/gpu_check.sh BINDIR [MODEL.gguf ...]
+#
+# BINDIR holds basalt, basalt_tests and basalt_gpu_bench (a build without
+# oneDNN runs on a bare machine: cmake -DBASALT_ONEDNN=OFF). OUT=DIR keeps
+# the logs and the bench JSON there. PP/TG/REPS size the runs.
+set -uo pipefail
+BIN="${1:?usage: scripts/gpu_check.sh BINDIR [MODEL.gguf ...]}"; shift
+OUT="${OUT:-/tmp/gpu_check}"
+PP="${PP:-512}" TG="${TG:-64}" REPS="${REPS:-3}"
+mkdir -p "$OUT"
+status=0
+
+echo "== devices"
+"$BIN/basalt" info --gpus || status=1
+
+echo "== GPU tests (device required)"
+BASALT_REQUIRE_GPU=1 "$BIN/basalt_tests" --gtest_filter='Gpu*' --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+echo "== shader benchmarks"
+"$BIN/basalt_gpu_bench" --benchmark_min_time=0.05 --benchmark_out="$OUT/gpu_bench.json" \
+  --benchmark_out_format=json 2>&1 | tee "$OUT/gpu_bench.log" || status=1
+
+i=0
+for model in "$@"; do
+  i=$((i + 1))
+  echo "== $model: basalt bench -p $PP -n $TG, each placement"
+  for gpu in off all attn experts; do
+    "$BIN/basalt" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" --gpu "$gpu" --json 2>>"$OUT/bench.err" |
+      tee -a "$OUT/bench_$i.jsonl" || status=1
+  done
+done
+
+if compgen -G "$OUT/bench_*.jsonl" >/dev/null && command -v python3 >/dev/null; then
+  echo "== speed-up over --gpu off (same model file, same run)"
+  python3 - "$@" <<PYEOF
+import json, sys
+for i, model in enumerate(sys.argv[1:], 1):
+    try:
+        rows = [json.loads(l) for l in open(f"$OUT/bench_{i}.jsonl") if l.startswith("{")]
+    except OSError:
+        continue
+    base = next((r for r in rows if r.get("gpu") == "off"), None)
+    for r in rows:
+        if base and r is not base:
+            print(f'{model.split("/")[-1]:32s} --gpu {r["gpu"]:8s} pp {r["pp_tokens_per_s"] / base["pp_tokens_per_s"]:6.2f}x'
+                  f'  tg {r["tg_tokens_per_s"] / base["tg_tokens_per_s"]:6.2f}x  plan: {r.get("gpu_plan", "")}')
+PYEOF
+fi
+exit $status
