@@ -10,7 +10,7 @@
 //   build/bin/basalt_gpu_bench --benchmark_filter='matmul/q4_0/.*/t:1'
 //
 // Environment: BASALT_GPU_DEVICE=N (default: the one `--gpu all` takes);
-// BASALT_GPU_PEAK_GBS skips measuring the read bandwidth.
+// BASALT_GPU_PEAK_GBS skips measuring the read bandwidth (gpu::measure_device).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_weights.h"
+#include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/pipeline.h"
@@ -65,24 +66,6 @@ double time_dispatches(benchmark::State& state, Record record) {
 void report_bytes(benchmark::State& state, double bytes, double sec) {
   state.counters["GB/s"] = bytes / sec / 1e9;
   if (g_peak_gbs > 0) state.counters["%bw"] = 100 * bytes / sec / 1e9 / g_peak_gbs;
-}
-
-double measure_read_gbs() {
-  const size_t bytes = std::min<size_t>(size_t{1} << 30, g_dev->info().max_storage_range / 2);
-  gpu::Buffer src(*g_dev, bytes, gpu::Memory::device, "bandwidth source"), dst(*g_dev, 4096 * 256 * 4, gpu::Memory::device, "sums");
-  gpu::Stream s(*g_dev);
-  s.fill_zero(src, 0, bytes);
-  const uint32_t n_vec4 = static_cast<uint32_t>(bytes / 16);
-  const gpu::Pipeline& pipe = g_dev->pipeline({"read_bandwidth", 2, 4, {}});
-  double best = 0;
-  for (int round = 0; round < 4; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 4; ++i) s.dispatch(pipe, {gpu::in(src), gpu::out(dst)}, &n_vec4, 4, {4096, 1, 1});
-    s.finish();
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (round > 0) best = std::max(best, 4.0 * bytes / sec / 1e9);  // round 0 warms up
-  }
-  return best;
 }
 
 void matmul_bench(benchmark::State& state, const BenchFormat& f, const Shape& shape, int64_t tokens) {
@@ -145,7 +128,15 @@ int main(int argc, char** argv) {
   }
   g_dev = dev.get();
   const char* peak = std::getenv("BASALT_GPU_PEAK_GBS");
-  g_peak_gbs = peak ? std::atof(peak) : measure_read_gbs();
+  if (peak) {
+    g_peak_gbs = std::atof(peak);
+  } else {
+    gpu::Throughputs t;
+    gpu::measure_device(*g_dev, t);
+    g_peak_gbs = t.gpu_read_gbs;
+    benchmark::AddCustomContext("gpu_copy_GBps", std::to_string(t.link_gbs));
+    benchmark::AddCustomContext("gpu_sync_us", std::to_string(t.node_us));
+  }
   benchmark::AddCustomContext("gpu", g_dev->info().describe());
   benchmark::AddCustomContext("gpu_read_GBps", std::to_string(g_peak_gbs));
   benchmark::AddCustomContext("gpu_shaders", g_dev->subgroups() ? "subgroup" : "portable");

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "core/runtime/kv_cache.h"
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+#include "gpu/stream.h"
 
 namespace basalt::gpu {
 
@@ -18,6 +21,12 @@ void fill_guesses(const GpuInfo& gpu, Throughputs& t) {
   const bool discrete = gpu.kind == GpuKind::discrete;
   if (t.gpu_read_gbs <= 0) t.gpu_read_gbs = discrete ? 300 : t.cpu_read_gbs;
   if (t.link_gbs <= 0) t.link_gbs = discrete ? 12 : t.cpu_read_gbs / 2;
+}
+
+std::string fixed(double v, const char* unit) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 1 : 0, v, unit);
+  return buf;
 }
 
 std::string ms(double us) {
@@ -69,6 +78,8 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   say("attention", attn, plan.placement.attn);
   say("experts", experts, plan.placement.experts);
   if (plan.why.empty()) plan.why = "nothing to offload";
+  plan.why += "; GPU reads " + fixed(t.gpu_read_gbs, "GB/s") + ", copies " + fixed(t.link_gbs, "GB/s") + ", syncs in " +
+              fixed(t.node_us, "us") + "; CPU reads " + fixed(t.cpu_read_gbs, "GB/s");
   return plan;
 }
 
@@ -87,6 +98,51 @@ double measure_cpu_read_gbs() {
     best = std::max(best, static_cast<double>(kFloats) * 4 / s / 1e9);
   }
   return best;
+}
+
+void measure_device(Device& device, Throughputs& t) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  const GpuInfo& info = device.info();
+  size_t bytes = std::min<size_t>(size_t{256} << 20, info.max_storage_range / 2);
+  if (info.device_local_bytes) bytes = std::min<size_t>(bytes, info.device_local_bytes / 8);
+  bytes &= ~size_t{15};
+  Buffer src(device, bytes, Memory::device, "bandwidth probe"), sums(device, 1024 * 256 * 4, Memory::device, "probe sums");
+  Stream s(device);
+  s.fill_zero(src, 0, bytes);
+  s.finish();
+  // Submit and wait of one small dispatch: the best of a few.
+  const uint32_t one = 1;
+  const Pipeline& read = device.pipeline({"read_bandwidth", 2, 4, {}});
+  double sync = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    s.dispatch(read, {in(src), out(sums)}, &one, 4, {1, 1, 1});
+    s.finish();
+    sync = std::min(sync, seconds(t0));
+  }
+  t.node_us = sync * 1e6;
+  // Read bandwidth: the best of 3 submissions of 4 passes.
+  const uint32_t n_vec4 = static_cast<uint32_t>(bytes / 16);
+  double read_s = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    for (int j = 0; j < 4; ++j) s.dispatch(read, {in(src), out(sums)}, &n_vec4, 4, {1024, 1, 1});
+    s.finish();
+    read_s = std::min(read_s, seconds(t0) / 4);
+  }
+  t.gpu_read_gbs = static_cast<double>(bytes) / read_s / 1e9;
+  // Host -> device copies (through the stream's staging memory, as activations go).
+  const size_t copy = std::min<size_t>(bytes, size_t{32} << 20);
+  std::vector<uint8_t> host(copy, 1);
+  double copy_s = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    s.upload(src, host.data(), copy);
+    s.finish();
+    copy_s = std::min(copy_s, seconds(t0));
+  }
+  t.link_gbs = static_cast<double>(copy) / copy_s / 1e9;
 }
 
 }  // namespace basalt::gpu

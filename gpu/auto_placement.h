@@ -19,8 +19,8 @@ namespace basalt::gpu {
 struct Throughputs {
   double cpu_read_gbs = 20;   // the CPU's memory read bandwidth (measured at startup)
   double gpu_read_gbs = 0;    // the device's memory; 0: guessed from its kind
-  double link_gbs = 0;        // host <-> device copies; 0: guessed from its kind
-  double node_us = 60;        // one node's submit and wait (the backend syncs per node for now)
+  double link_gbs = 0;        // host -> device copies; 0: guessed from its kind
+  double node_us = 60;        // one offloaded node's submit and wait (its input comes from the CPU)
 };
 
 struct AutoPlan {
@@ -32,5 +32,10 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
 
 // The CPU's read bandwidth in GB/s, from a short timed read of a buffer larger than the caches (~10 ms).
 double measure_cpu_read_gbs();
+
+// The device's side, measured (tens of ms on a GPU): its read bandwidth
+// (shaders/read_bandwidth.comp over up to 256 MiB), host -> device copies,
+// and the submit-and-wait of one small dispatch. Throws GpuError.
+void measure_device(Device& device, Throughputs& t);
 
 }  // namespace basalt::gpu

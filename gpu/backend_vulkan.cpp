@@ -462,20 +462,21 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
     return nullptr;
   }
   std::string auto_why;
-  if (p.auto_pick) {
-    Throughputs t;
-    t.cpu_read_gbs = measure_cpu_read_gbs();
-    const AutoPlan a = choose_auto(gpus[static_cast<size_t>(index)], model.spec(), graph, kv.n_ctx(), t);
-    if (!a.placement.any()) {
-      *plan = "GPU " + gpus[static_cast<size_t>(index)].name + ": auto: " + a.why + "; running on the CPU";
-      return nullptr;
-    }
-    p = a.placement;
-    auto_why = " (auto: " + a.why + ")";
-  }
   try {
-    auto backend = std::make_unique<VulkanBackend>(gpu::Device::open(index), graph, model.spec(), kv, p,
-                                                   options.gpu_layers, model);
+    std::unique_ptr<gpu::Device> device = gpu::Device::open(index);
+    if (p.auto_pick) {  // both sides measured, then estimated
+      Throughputs t;
+      t.cpu_read_gbs = measure_cpu_read_gbs();
+      gpu::measure_device(*device, t);
+      const AutoPlan a = choose_auto(device->info(), model.spec(), graph, kv.n_ctx(), t);
+      if (!a.placement.any()) {
+        *plan = "GPU " + device->info().name + ": auto: " + a.why + "; running on the CPU";
+        return nullptr;
+      }
+      p = a.placement;
+      auto_why = " (auto: " + a.why + ")";
+    }
+    auto backend = std::make_unique<VulkanBackend>(std::move(device), graph, model.spec(), kv, p, options.gpu_layers, model);
     *plan = backend->plan() + auto_why;
     if (!backend->offloads_anything()) return nullptr;
     return backend;

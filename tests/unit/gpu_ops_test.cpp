@@ -78,6 +78,16 @@ TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
   EXPECT_GT(gpu::measure_cpu_read_gbs(), 0.5);
 }
 
+TEST(GpuAuto, MeasuresTheDevice) {
+  NEED_DEVICE(dev);
+  gpu::Throughputs t;
+  gpu::measure_device(*dev, t);
+  EXPECT_GT(t.gpu_read_gbs, 0.1);
+  EXPECT_GT(t.link_gbs, 0.01);
+  EXPECT_GT(t.node_us, 0.0);
+  EXPECT_LT(t.node_us, 1e6);
+}
+
 // y = W x on the device and by the reference decoding (dequantize_row, double sums).
 void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng,
                   size_t max_part_bytes = 0) {
