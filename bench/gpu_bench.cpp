@@ -3,7 +3,8 @@
 // included, where the figures only prove it runs): the device's read
 // bandwidth (the roofline), matmul GEMV (1 token: GB/s of weights and %bw)
 // and tiled GEMM (512 tokens: GFLOP/s) on a 7B model's shapes per weight
-// format, and decode attention over a long KV cache (GB/s of K and V, %bw).
+// format, decode attention over a long KV cache (GB/s of K and V, %bw) and
+// a causal prefill of 512 tokens (GFLOP/s).
 // Each timed iteration records kReps dispatches and submits them once, so
 // submission costs little; the time is per dispatch.
 //
@@ -80,28 +81,34 @@ void matmul_bench(benchmark::State& state, const BenchFormat& f, const Shape& sh
   state.counters["GFLOP/s"] = 2.0 * shape.rows * shape.cols * tokens / sec / 1e9;
 }
 
-// One decode token of a 7B-like layer (32 heads of 128, 8 KV heads) over `depth` cached positions.
-void attention_bench(benchmark::State& state, int64_t depth) {
-  const int64_t n_head = 32, n_kv = 8, hd = 128, kv_dim = n_kv * hd, blocks = depth / 64 + 1;
+// n_tok tokens of a 7B-like layer (32 heads of 128, 8 KV heads) after `depth`
+// cached positions: decode (1 token), or causal prefill.
+void attention_bench(benchmark::State& state, int64_t depth, int64_t n_tok) {
+  const int64_t n_head = 32, n_kv = 8, hd = 128, kv_dim = n_kv * hd, blocks = (depth + n_tok - 1) / 64 + 1;
   const int64_t stride = kv_dim * 64;
   const size_t kv_bytes = static_cast<size_t>(blocks * stride) * 2;
   gpu::Buffer k(*g_dev, kv_bytes, gpu::Memory::device, "keys"), v(*g_dev, kv_bytes, gpu::Memory::device, "values");
-  gpu::Buffer q(*g_dev, static_cast<size_t>(n_head * hd) * 4, gpu::Memory::device, "q");
-  gpu::Buffer o(*g_dev, static_cast<size_t>(n_head * hd) * 4, gpu::Memory::device, "o");
-  gpu::Buffer pos(*g_dev, 4, gpu::Memory::device, "pos"), part(*g_dev, gpu::attention_partial_bytes(hd), gpu::Memory::device, "partials");
+  gpu::Buffer q(*g_dev, static_cast<size_t>(n_tok * n_head * hd) * 4, gpu::Memory::device, "q");
+  gpu::Buffer o(*g_dev, static_cast<size_t>(n_tok * n_head * hd) * 4, gpu::Memory::device, "o");
+  gpu::Buffer pos(*g_dev, static_cast<size_t>(n_tok) * 4, gpu::Memory::device, "pos");
+  gpu::Buffer part(*g_dev, gpu::attention_partial_bytes(hd), gpu::Memory::device, "partials");
   {
     gpu::Stream s(*g_dev);
-    const int32_t p = static_cast<int32_t>(depth);
-    s.upload(pos, &p, 4);
+    std::vector<int32_t> positions(static_cast<size_t>(n_tok));
+    for (int64_t t = 0; t < n_tok; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(depth + t);
+    s.upload(pos, positions.data(), positions.size() * 4);
     s.fill_zero(k, 0, kv_bytes);
     s.fill_zero(v, 0, kv_bytes);
     s.fill_zero(q, 0, q.size());
     s.finish();
   }
-  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, 0, stride, &pos, 0, &o, 0, n_head * hd, 1, n_head, n_kv, hd, 0,
-                            &part, depth};
+  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, 0, stride, &pos, 0, &o, 0, n_head * hd, n_tok, n_head, n_kv, hd, 0,
+                            &part, depth + n_tok - 1};
   const double sec = time_dispatches(state, [&](gpu::Stream& s) { gpu::attention(*g_dev, s, op); });
-  report_bytes(state, 2.0 * static_cast<double>(depth + 1) * kv_dim * 2, sec);  // K and V, f16
+  report_bytes(state, 2.0 * static_cast<double>(depth + n_tok) * kv_dim * 2, sec);  // K and V once, f16
+  // Scores and P V: 4 flops per (query row, key, dimension) seen.
+  const double pairs = static_cast<double>(n_tok) * depth + static_cast<double>(n_tok) * (n_tok + 1) / 2;
+  state.counters["GFLOP/s"] = 4.0 * pairs * n_head * hd / sec / 1e9;
 }
 
 }  // namespace
@@ -148,9 +155,12 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
   for (int64_t depth : {4096, 32768})
-    benchmark::RegisterBenchmark(("attention/decode/depth:" + std::to_string(depth)).c_str(), attention_bench, depth)
+    benchmark::RegisterBenchmark(("attention/decode/depth:" + std::to_string(depth)).c_str(), attention_bench, depth, 1)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("attention/prefill/tokens:512", attention_bench, 0, 512)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

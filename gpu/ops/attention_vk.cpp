@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Attention: shaders/attention.comp, one workgroup per (token, KV head, up to
-// kMaxHeadsPerGroup of its query heads) and key range.
+// Attention: shaders/attention.comp, one workgroup per kRows query rows
+// sharing a KV head (its query heads x tokens) and key range.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "gpu/ops.h"
 #include "gpu/pipeline.h"
@@ -20,18 +21,26 @@ struct MergePush {
 };
 constexpr int64_t kTargetGroups = 256;  // split-K until a call has about this many workgroups
 constexpr int64_t kMaxSplitEntries = 2048;  // (token, query head, split) partials at most (see splits_for)
-constexpr int64_t kMaxHeadsPerGroup = 8;  // query heads sharing a KV head's reads in one workgroup
+constexpr int64_t kRows = 8;  // query rows per workgroup (the shader's HEADS x TOKENS)
 
-// The shader's HEADS: 1, 2, 4 or 8, the least that holds the group (or 8).
-int64_t heads_per_group(const AttentionOp& op) {
-  int64_t hg = 1;
-  while (hg < op.n_head / op.n_head_kv && hg < kMaxHeadsPerGroup) hg *= 2;
-  return hg;
-}
-// Workgroups per token and key range.
-int64_t workgroups(const AttentionOp& op) {
-  const int64_t group = op.n_head / op.n_head_kv, hg = heads_per_group(op);
-  return op.n_head_kv * ((group + hg - 1) / hg);
+// The shader variant and its grid: HEADS query heads sharing a KV head (1, 2,
+// 4 or 8: the least that holds the group, or 8) x TOKENS tokens (1 in
+// decode; in prefill, as many as make kRows rows).
+struct Tiling {
+  int64_t heads = 1, tokens = 1;
+  int64_t head_groups = 0, token_groups = 0;  // workgroups per key range: head_groups x token_groups
+  std::string shader(const Device& device) const {
+    return device.variant("attention_h" + std::to_string(heads) + "_t" + std::to_string(tokens));
+  }
+};
+Tiling tiling(const AttentionOp& op) {
+  Tiling t;
+  const int64_t group = op.n_head / op.n_head_kv;
+  while (t.heads < group && t.heads < kRows) t.heads *= 2;
+  t.tokens = op.n_tok > 1 ? kRows / t.heads : 1;
+  t.head_groups = op.n_head_kv * ((group + t.heads - 1) / t.heads);
+  t.token_groups = (op.n_tok + t.tokens - 1) / t.tokens;
+  return t;
 }
 
 uint32_t u32(int64_t v, const char* what) {
@@ -45,12 +54,12 @@ bool attention_supported(int64_t head_dim) { return head_dim > 0 && head_dim <= 
 size_t attention_partial_bytes(int64_t head_dim) { return static_cast<size_t>(kMaxSplitEntries * (2 + head_dim) * 4); }
 
 namespace {
-// Key ranges per (token, KV head group): enough workgroups to fill a GPU
-// (decode has only n_head_kv or so), at least 2 key blocks each, and at most
+// Key ranges per workgroup's rows: enough workgroups to fill a GPU (decode
+// has only n_head_kv or so), at least 2 key blocks each, and at most
 // kMaxSplitEntries partials (n_tok * n_head * splits).
-int64_t splits_for(const AttentionOp& op) {
+int64_t splits_for(const AttentionOp& op, const Tiling& tile) {
   if (!op.partial || op.max_pos < 0) return 1;
-  const int64_t groups = op.n_tok * workgroups(op), blocks = op.max_pos / 64 + 1;
+  const int64_t groups = tile.head_groups * tile.token_groups, blocks = op.max_pos / 64 + 1;
   if (groups >= kTargetGroups) return 1;
   const int64_t by_entries = kMaxSplitEntries / (op.n_tok * op.n_head);
   return std::clamp<int64_t>(std::min({(kTargetGroups + groups - 1) / groups, blocks / 2, by_entries}), 1, 64);
@@ -60,9 +69,9 @@ int64_t splits_for(const AttentionOp& op) {
 void attention(Device& device, Stream& stream, const AttentionOp& op) {
   if (!attention_supported(op.head_dim)) throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " > 256");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
-  const Pipeline& pipe =
-      device.pipeline({device.variant("attention_h" + std::to_string(heads_per_group(op))), 6, sizeof(Push), {}});
-  const int64_t splits = splits_for(op);
+  const Tiling tile = tiling(op);
+  const Pipeline& pipe = device.pipeline({tile.shader(device), 6, sizeof(Push), {}});
+  const int64_t splits = splits_for(op, tile);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),
                   u32(op.n_head / op.n_head_kv, "group"),
@@ -81,7 +90,7 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
     throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");
   stream.dispatch(pipe, {in(*op.q), in(*op.k), in(*op.v), in(*op.pos), out(*op.o), out(part)}, &push, sizeof push,
-                  {u32(workgroups(op), "heads"), u32(op.n_tok, "tokens"), u32(splits, "splits")});
+                  {u32(tile.head_groups, "heads"), u32(tile.token_groups, "tokens"), u32(splits, "splits")});
   if (splits == 1) return;
   const MergePush merge{push.n_head, push.head_dim, push.splits, push.ldo, push.o_offset};
   stream.dispatch(device.pipeline({"attention_merge", 2, sizeof merge, {}}), {in(part), out(*op.o)}, &merge, sizeof merge,
