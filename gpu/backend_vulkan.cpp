@@ -119,6 +119,7 @@ class VulkanBackend final : public Backend {
       case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
       case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
       case Op::rms_norm: return vectors_.count(n.vec) > 0;
+      case Op::gather_out:
       case Op::add:
       case Op::swiglu: return true;
       default: return false;
@@ -175,7 +176,7 @@ class VulkanBackend final : public Backend {
     if (matmuls) what += std::to_string(matmuls) + " matmul weights";
     if (moe_layers_) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(moe_layers_) + " layers";
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
-    if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds and SwiGLU";
+    if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds, SwiGLU and the logits";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
            (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) + " MiB on the device)";
   }
@@ -198,7 +199,8 @@ class VulkanBackend final : public Backend {
       case Op::rms_norm:
       case Op::rope:
       case Op::add:
-      case Op::swiglu: return placement_.all && n.layer >= 0;
+      case Op::swiglu:
+      case Op::gather_out: return placement_.all;  // the blocks, and after them the final norm and the output layer
       default: return false;
     }
   }
@@ -294,6 +296,17 @@ class VulkanBackend final : public Backend {
         const cpu::RopeParams p{width / spec_.head_dim, spec_.head_dim, spec_.rope_dim, spec_.rope_theta,
                                 spec_.rope_freq_scale, spec_.rope_style};
         gpu::rope(*dev_, s, x, 0, batch_tables(ctx), rows, p);
+        written(n.out);
+        break;
+      }
+      case Op::gather_out: {  // the rows that want logits, copied on the device
+        const gpu::Buffer& x = input(n.in[0], ctx);
+        const gpu::Buffer& y = output(n.out, ctx);
+        const size_t row = static_cast<size_t>(width) * 4;
+        std::vector<gpu::Stream::Range> ranges;
+        for (size_t i = 0; i < ctx.out_rows.size(); ++i)
+          ranges.push_back({static_cast<size_t>(ctx.out_rows[i]) * row, i * row, row});
+        s.copy(x, y, ranges);
         written(n.out);
         break;
       }

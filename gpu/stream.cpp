@@ -174,6 +174,20 @@ void Stream::fill_zero(const Buffer& dst, size_t offset, size_t bytes) {
   vk().vkCmdFillBuffer(cmd_, dst.handle(), offset, bytes, 0);
 }
 
+void Stream::copy(const Buffer& src, const Buffer& dst, const std::vector<Range>& ranges) {
+  if (ranges.empty()) return;
+  if (&src == &dst) throw GpuError("copy within one buffer");
+  std::vector<VkBufferCopy> regions;
+  regions.reserve(ranges.size());
+  for (const Range& r : ranges) {
+    if (r.src_offset + r.bytes > src.size() || r.dst_offset + r.bytes > dst.size()) throw GpuError("copy past the end of a buffer");
+    regions.push_back({r.src_offset, r.dst_offset, r.bytes});
+  }
+  begin();
+  order({in(src), out(dst)});
+  vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
+}
+
 void Stream::finish() {
   if (!recording_) return;
   const VkDevice dev = device_.handle();

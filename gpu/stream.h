@@ -52,6 +52,11 @@ class Stream {
   void upload(const Buffer& dst, const void* src, size_t bytes, size_t dst_offset = 0);
   void download(const Buffer& src, void* dst, size_t bytes, size_t src_offset = 0);  // dst filled by finish()
   void fill_zero(const Buffer& dst, size_t offset, size_t bytes);
+  // Device-to-device copies of byte ranges (src != dst).
+  struct Range {
+    size_t src_offset, dst_offset, bytes;
+  };
+  void copy(const Buffer& src, const Buffer& dst, const std::vector<Range>& ranges);
   // Submits what was recorded and waits; throws GpuError (a lost device, a timeout).
   void finish();
   bool empty() const { return !recording_; }

@@ -153,6 +153,26 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   for (int64_t n_tok : {int64_t{5}, gpu::kTiledMatmulTokens}) check_matmul(*dev, f16, 0, n_tok, rng, 3 * f16.row_bytes);
 }
 
+TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want logits
+  NEED_DEVICE(dev);
+  std::vector<float> x(7 * 5), got(3 * 5, -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  gpu::Buffer xb(*dev, x.size() * 4, gpu::Memory::device, "x"), yb(*dev, got.size() * 4, gpu::Memory::device, "y");
+  gpu::Stream s(*dev);
+  s.upload(xb, x.data(), x.size() * 4);
+  const size_t row = 5 * 4;
+  s.copy(xb, yb, {{6 * row, 0, row}, {2 * row, row, row}, {6 * row, 2 * row, row}});
+  s.download(yb, got.data(), got.size() * 4);
+  s.finish();
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(got[j], x[6 * 5 + j]);
+    EXPECT_EQ(got[5 + j], x[2 * 5 + j]);
+    EXPECT_EQ(got[10 + j], x[6 * 5 + j]);
+  }
+  EXPECT_THROW(s.copy(xb, yb, {{6 * row, 2 * row, 2 * row}}), gpu::GpuError);  // past y's end
+  EXPECT_THROW(s.copy(xb, xb, {{0, row, row}}), gpu::GpuError);
+}
+
 TEST(GpuOps, SwigluMatchesCpu) {
   NEED_DEVICE(dev);
   std::mt19937 rng(10);
