@@ -42,12 +42,14 @@ namespace {
 class VulkanBackend final : public Backend {
  public:
   VulkanBackend(std::unique_ptr<gpu::Device> device, const Graph& graph, const ModelSpec& spec, const KvCache& kv,
-                Placement placement, int gpu_layers, const Model& model)
+                Placement placement, int gpu_layers, int64_t memory_mib, const Model& model)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
         cpu_(make_cpu_backend(model)), tensors_(graph.tensors.size()) {
     if (const char* f = std::getenv("BASALT_GPU_FAIL_AFTER")) fail_after_ = std::atoll(f);
-    // Weights of the matmuls this backend takes, while the device has room for them.
-    const uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
+    // Weights of the matmuls this backend takes, while the device has room
+    // for them (80% of its memory, or less if the user said so), in graph order.
+    uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
+    if (memory_mib > 0) budget = std::min<uint64_t>(budget, static_cast<uint64_t>(memory_mib) << 20);
     uint64_t used = 0;
     auto upload = [&](std::initializer_list<const Weight*> ws) {  // all of them or none; true if all
       uint64_t bytes = 0;
@@ -176,7 +178,7 @@ class VulkanBackend final : public Backend {
     if (matmuls) what += std::to_string(matmuls) + " matmul weights";
     if (moe_layers_) what += std::string(what.empty() ? "" : ", ") + "experts of " + std::to_string(moe_layers_) + " layers";
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
-    if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds, SwiGLU and the logits";
+    if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds and SwiGLU";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
            (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) + " MiB on the device)";
   }
@@ -489,7 +491,8 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
       p = a.placement;
       auto_why = " (auto: " + a.why + ")";
     }
-    auto backend = std::make_unique<VulkanBackend>(std::move(device), graph, model.spec(), kv, p, options.gpu_layers, model);
+    auto backend = std::make_unique<VulkanBackend>(std::move(device), graph, model.spec(), kv, p, options.gpu_layers,
+                                                   options.memory_mib, model);
     *plan = backend->plan() + auto_why;
     if (!backend->offloads_anything()) return nullptr;
     return backend;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// What the user asked to run on a GPU (--gpu, --gpu-device, --gpu-layers).
+// What the user asked to run on a GPU (--gpu, --gpu-device, --gpu-layers, --gpu-memory).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace basalt {
@@ -11,6 +12,7 @@ struct OffloadOptions {
   std::string gpu = "off";
   int device = -1;      // --gpu-device: index in the driver's list; -1: the best one
   int gpu_layers = -1;  // offload only blocks [0, gpu_layers); -1: all
+  int64_t memory_mib = 0;  // --gpu-memory: the most basalt puts on the device; 0: 80% of its memory
 };
 
 struct Placement {

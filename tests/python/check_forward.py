@@ -83,7 +83,7 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
-               gpu_fail_after: int = -1) -> np.ndarray:
+               gpu_fail_after: int = -1, gpu_memory_mib: int = 0) -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if gpu:
@@ -92,6 +92,8 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
         env["BASALT_UBATCH"] = str(ubatch)
     if gpu_fail_after >= 0:
         env["BASALT_GPU_FAIL_AFTER"] = str(gpu_fail_after)
+    if gpu_memory_mib:
+        env["BASALT_GPU_MEMORY_MIB"] = str(gpu_memory_mib)
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -200,7 +202,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after)
+                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -241,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="inject a lost GPU after N GPU nodes (BASALT_GPU_FAIL_AFTER)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
+    p.add_argument("--gpu-memory-mib", type=int, default=0, metavar="MIB",
+                   help="cap the device memory the engine uses (BASALT_GPU_MEMORY_MIB; as basalt --gpu-memory)")
     ns = p.parse_args(argv)
 
     tokens, n_tokens, make, model = ns.tokens, ns.n_tokens, ns.make, ns.model
@@ -258,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.gpu = ns.gpu or case.gpu
         ns.ubatch = ns.ubatch or case.ubatch
         ns.gpu_fail_after = case.gpu_fail_after if ns.gpu_fail_after < 0 else ns.gpu_fail_after
+        ns.gpu_memory_mib = ns.gpu_memory_mib or case.gpu_memory_mib
     config = None
     if make is not None:
         try:

@@ -38,6 +38,7 @@ class Case:
     gpu: str = ""                    # a GPU placement (--gpu) for the engine: "" = CPU only
     ubatch: int = 0                  # tokens per engine batch (BASALT_UBATCH): 0 = all at once
     gpu_fail_after: int = -1         # BASALT_GPU_FAIL_AFTER: the device is "lost" after this many GPU nodes
+    gpu_memory_mib: int = 0          # BASALT_GPU_MEMORY_MIB: the device memory the engine may use
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -122,6 +123,13 @@ CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_l
 CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_lost_after_{k}", gpu=g, ubatch=u,
                               gpu_fail_after=k)
           for g, u, k in (("all", 7, 100), ("all", 0, 0), ("attn", 1, 30))]
+
+# A device too small for the model (a memory cap): the first weights in graph
+# order go to the GPU, the rest and the KV copy stay on the CPU, mixed within blocks.
+# (3 MiB of the model's 7.)
+CASES += [Case("gpu_all_llama_q8_0_partial", ("--arch", "llama", "--type", "q8_0", "--n-embd", "512", "--n-layer", "3",
+                                              "--n-head", "8", "--n-head-kv", "2", "--n-ff", "1536"),
+               n_tokens=24, gpu="all", gpu_memory_mib=3)]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

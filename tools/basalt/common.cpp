@@ -38,6 +38,9 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
       ->check(CLI::Range(0, 64));
   app.add_option("--gpu-layers", o.offload.gpu_layers, "offload only the first N blocks (default: all)")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--gpu-memory", o.offload.memory_mib,
+                 "MiB of the device's memory basalt may use (default: 80%); what does not fit runs on the CPU")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 }
 
 std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int64_t n_ctx, bool verbose) {

@@ -6,7 +6,8 @@
 // model's input order), for the format tests.
 // Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
 // BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize),
-// BASALT_GPU (a GPU placement, as --gpu; an error if nothing gets offloaded).
+// BASALT_GPU (a GPU placement, as --gpu; an error if nothing gets offloaded),
+// BASALT_GPU_MEMORY_MIB (as --gpu-memory).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     basalt::KvCache kv(model->spec(), n, 1);
     basalt::OffloadOptions offload;
     if (const char* g = std::getenv("BASALT_GPU")) offload.gpu = g;
+    if (const char* m = std::getenv("BASALT_GPU_MEMORY_MIB")) offload.memory_mib = std::atoll(m);
     basalt::Executor exec(*model, kv, std::min(ubatch, n), offload);
     if (!exec.offload_plan().empty()) std::fprintf(stderr, "%s\n", exec.offload_plan().c_str());
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
