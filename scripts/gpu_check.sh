@@ -10,6 +10,19 @@
 # BINDIR holds basalt, basalt_tests and basalt_gpu_bench (a build without
 # oneDNN runs on a bare machine: cmake -DBASALT_ONEDNN=OFF). OUT=DIR keeps
 # the logs and the bench JSON there. PP/TG/REPS size the runs.
+#
+# On a lent GPU machine (bare: no Vulkan loader, none of our packages; its
+# python3 has numpy; at most 64 MiB travel, so the models are made there),
+# build here and carry the binaries, the loader and the gguf wheel:
+#   cmake -S . -B build-device -G Ninja -DBASALT_ONEDNN=OFF -DCMAKE_BUILD_TYPE=Release
+#   cmake --build build-device   # links only libc, libm, libstdc++, libgcc_s, libgomp
+#   (cd .gl && apt-get download libvulkan1); pip download --no-deps -d .whl gguf
+#   (.gl, .whl and build-device listed in .git/info/exclude)
+# then there, carrying .gl .whl build-device:
+#   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+#   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl; export PYTHONPATH=/tmp/site
+#   scripts/make_bench_models.sh /tmp/models && scripts/gpu_check.sh build-device/bin /tmp/models/*.gguf
+# (export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json if no driver is found).
 set -uo pipefail
 BIN="${1:?usage: scripts/gpu_check.sh BINDIR [MODEL.gguf ...]}"; shift
 OUT="${OUT:-/tmp/gpu_check}"
