@@ -2,6 +2,7 @@
 #include "gpu/auto_placement.h"
 
 #include <algorithm>
+#include <unordered_set>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -42,12 +43,41 @@ struct Estimate {
 
 }  // namespace
 
-AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t) {
+AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t,
+                     uint64_t budget_bytes) {
   fill_guesses(gpu, t);
   const double us_per_byte_cpu = 1e-3 / t.cpu_read_gbs, us_per_byte_gpu = 1e-3 / t.gpu_read_gbs,
                us_per_byte_link = 1e-3 / t.link_gbs;
-  Estimate attn, experts;
+  Estimate attn, experts, all;
   const double depth = static_cast<double>(std::max<int64_t>(1, n_ctx / 2));
+  // The whole model: every weight and the KV cache's copy on the device;
+  // a decode step reads the dense weights, the chosen experts' share and the
+  // cache, with one upload (an embedding row), one download (the logits)
+  // and one submission.
+  std::unordered_set<const Weight*> seen;
+  double resident = 0, step = 0;
+  auto weight = [&](const Weight* w, double share) {
+    if (!w || !seen.insert(w).second) return;
+    resident += static_cast<double>(w->total_bytes());
+    step += static_cast<double>(w->total_bytes()) * share;
+  };
+  for (const Node& n : graph.nodes) {
+    if (n.op == Op::matmul) weight(n.weight, 1.0);
+    if (n.op == Op::moe) {
+      const double used = static_cast<double>(n.moe->n_used) / static_cast<double>(n.moe->n_expert);
+      weight(n.moe->router, 1.0);
+      for (const Weight* w : {n.moe->gate, n.moe->up, n.moe->down}) weight(w, used);
+    }
+    if (n.op == Op::attention) {
+      resident += static_cast<double>(n_ctx) * static_cast<double>(spec.kv_dim()) * 2 * 2;
+      step += depth * static_cast<double>(spec.kv_dim()) * 2 * 2;
+    }
+  }
+  if (budget_bytes == 0) budget_bytes = gpu.device_local_bytes / 10 * 8;
+  if (step > 0 && resident <= static_cast<double>(budget_bytes)) {
+    all.cpu_us = step * us_per_byte_cpu;
+    all.gpu_us = step * us_per_byte_gpu + (spec.n_embd + spec.n_vocab) * 4.0 * us_per_byte_link + t.node_us;
+  }
   for (const Node& n : graph.nodes) {
     if (n.op == Op::attention) {
       // Decode reads the cache once; the GPU also receives q and the touched block, and returns o.
@@ -67,16 +97,26 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
     }
   }
   AutoPlan plan;
-  plan.placement.attn = attn.cpu_us > 0 && attn.gpu_wins();
-  plan.placement.experts = experts.cpu_us > 0 && experts.gpu_wins();
+  if (all.cpu_us > 0 && all.gpu_wins()) {
+    plan.placement.all = true;
+    plan.why = "the whole model on the GPU (est. " + ms(all.gpu_us) + " GPU vs " + ms(all.cpu_us) + " CPU per token)";
+  } else {
+    plan.placement.attn = attn.cpu_us > 0 && attn.gpu_wins();
+    plan.placement.experts = experts.cpu_us > 0 && experts.gpu_wins();
+    if (all.cpu_us <= 0 && step > 0)
+      plan.why = "the whole model does not fit (" + fixed(resident / (1 << 30), "GiB") + " of " +
+                 fixed(static_cast<double>(budget_bytes) / (1 << 30), "GiB") + ")";
+  }
   auto say = [&](const char* what, const Estimate& e, bool chosen) {
     if (e.cpu_us <= 0) return;
     if (!plan.why.empty()) plan.why += "; ";
     plan.why += std::string(what) + (chosen ? " on the GPU" : " on the CPU") + " (est. " + ms(e.gpu_us) + " GPU vs " +
                 ms(e.cpu_us) + " CPU per token)";
   };
-  say("attention", attn, plan.placement.attn);
-  say("experts", experts, plan.placement.experts);
+  if (!plan.placement.all) {
+    say("attention", attn, plan.placement.attn);
+    say("experts", experts, plan.placement.experts);
+  }
   if (plan.why.empty()) plan.why = "nothing to offload";
   plan.why += "; GPU reads " + fixed(t.gpu_read_gbs, "GB/s") + ", copies " + fixed(t.link_gbs, "GB/s") + ", syncs in " +
               fixed(t.node_us, "us") + "; CPU reads " + fixed(t.cpu_read_gbs, "GB/s");

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// What --gpu auto offloads: for each kind of work (attention, MoE experts),
-// an estimate of one decode step at half the context on each side; a kind
-// goes to the GPU only when the estimate says the GPU is clearly faster,
-// transfers and per-node submission included. Never slower than the CPU
-// alone by its own estimate.
+// What --gpu auto offloads: the whole model when it fits the device and the
+// estimate of one decode step at half the context says the GPU is clearly
+// faster; else, for each kind of work (attention, MoE experts), the same
+// estimate per kind, transfers and per-node submission included. Never
+// slower than the CPU alone by its own estimate.
 #pragma once
 
 #include <string>
@@ -28,7 +28,9 @@ struct AutoPlan {
   std::string why;      // the estimates, for the plan line
 };
 
-AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t);
+// budget_bytes: what the device may hold (0: 80% of its memory).
+AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t,
+                     uint64_t budget_bytes = 0);
 
 // The CPU's read bandwidth in GB/s, from a short timed read of a buffer larger than the caches (~10 ms).
 double measure_cpu_read_gbs();

@@ -483,7 +483,8 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
       Throughputs t;
       t.cpu_read_gbs = measure_cpu_read_gbs();
       gpu::measure_device(*device, t);
-      const AutoPlan a = choose_auto(device->info(), model.spec(), graph, kv.n_ctx(), t);
+      const AutoPlan a = choose_auto(device->info(), model.spec(), graph, kv.n_ctx(), t,
+                                     static_cast<uint64_t>(options.memory_mib) << 20);
       if (!a.placement.any()) {
         *plan = "GPU " + device->info().name + ": auto: " + a.why + "; running on the CPU";
         return nullptr;

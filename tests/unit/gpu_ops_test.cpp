@@ -78,6 +78,53 @@ TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
   EXPECT_GT(gpu::measure_cpu_read_gbs(), 0.5);
 }
 
+// auto takes the whole model when it fits the device and the device reads
+// its weights much faster; not when it does not fit, or reads no faster.
+TEST(GpuAuto, TakesTheWholeModelWhereItFitsAndWins) {
+  ModelSpec spec;  // a TinyLlama-like shape, f16 weights (2.2 GB)
+  spec.n_layer = 22;
+  spec.n_head = 32;
+  spec.n_head_kv = 4;
+  spec.head_dim = 64;
+  spec.n_embd = 2048;
+  spec.n_vocab = 32000;
+  std::vector<Weight> weights(static_cast<size_t>(spec.n_layer) * 3 + 1);
+  auto f16 = [](Weight& w, int64_t rows, int64_t cols) {
+    w.format = WeightFormat::f16;
+    w.rows = w.mat_rows = rows;
+    w.cols = cols;
+    w.row_bytes = static_cast<size_t>(cols) * 2;
+    return &w;
+  };
+  Graph g;
+  for (int l = 0; l < spec.n_layer; ++l) {
+    g.nodes.push_back(Node{Op::matmul});
+    g.nodes.back().weight = f16(weights[l * 3], 3 * 2048, 2048);  // q, k, v, o as one
+    g.nodes.push_back(Node{Op::attention});
+    g.nodes.push_back(Node{Op::matmul});
+    g.nodes.back().weight = f16(weights[l * 3 + 1], 2 * 5632, 2048);  // gate and up
+    g.nodes.push_back(Node{Op::matmul});
+    g.nodes.back().weight = f16(weights[l * 3 + 2], 2048, 5632);
+  }
+  g.nodes.push_back(Node{Op::matmul});
+  g.nodes.back().weight = f16(weights.back(), 32000, 2048);
+  gpu::GpuInfo discrete;
+  discrete.kind = gpu::GpuKind::discrete;
+  discrete.device_local_bytes = uint64_t{24} << 30;
+  gpu::Throughputs t;
+  t.cpu_read_gbs = 20, t.gpu_read_gbs = 900, t.link_gbs = 20, t.node_us = 50;
+  const gpu::AutoPlan fits = gpu::choose_auto(discrete, spec, g, 4096, t);
+  EXPECT_TRUE(fits.placement.all) << fits.why;
+  EXPECT_NE(fits.why.find("the whole model on the GPU"), std::string::npos) << fits.why;
+  const gpu::AutoPlan capped = gpu::choose_auto(discrete, spec, g, 4096, t, uint64_t{1} << 30);  // --gpu-memory 1024
+  EXPECT_FALSE(capped.placement.all) << capped.why;
+  EXPECT_NE(capped.why.find("does not fit"), std::string::npos) << capped.why;
+  gpu::Throughputs slow = t;
+  slow.gpu_read_gbs = 22;  // an integrated GPU: the same memory as the CPU
+  const gpu::AutoPlan same_memory = gpu::choose_auto(discrete, spec, g, 4096, slow);
+  EXPECT_FALSE(same_memory.placement.any()) << same_memory.why;
+}
+
 TEST(GpuAuto, MeasuresTheDevice) {
   NEED_DEVICE(dev);
   gpu::Throughputs t;
