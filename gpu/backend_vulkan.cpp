@@ -51,6 +51,7 @@ class VulkanBackend final : public Backend {
     uint64_t budget = dev_->info().device_local_bytes / 10 * 8;
     if (memory_mib > 0) budget = std::min<uint64_t>(budget, static_cast<uint64_t>(memory_mib) << 20);
     uint64_t used = 0;
+    gpu::Uploader uploader(*dev_);  // copies overlap reading the next weight
     auto upload = [&](std::initializer_list<const Weight*> ws) {  // all of them or none; true if all
       uint64_t bytes = 0;
       for (const Weight* w : ws) {
@@ -60,11 +61,12 @@ class VulkanBackend final : public Backend {
       if (used + bytes > budget) return false;  // stays on the CPU
       try {
         for (const Weight* w : ws)
-          if (!matrices_.count(w)) matrices_.emplace(w, gpu::upload_matrix(*dev_, *w));
+          if (!matrices_.count(w)) matrices_.emplace(w, gpu::upload_matrix(*dev_, *w, 0, &uploader));
         used += bytes;
         return true;
       } catch (const gpu::GpuError& e) {
         if (!e.out_of_memory()) throw;
+        uploader.finish();  // no copy may still target the buffers freed here
         for (const Weight* w : ws) matrices_.erase(w);
         return false;
       }
@@ -77,10 +79,11 @@ class VulkanBackend final : public Backend {
         ++moe_layers_;
       if (n.op == Op::rms_norm && !vectors_.count(n.vec)) {
         auto b = std::make_unique<gpu::Buffer>(*dev_, n.vec->size() * 4, gpu::Memory::device, "norm weights");
-        gpu::write_buffer(*dev_, *b, n.vec->data(), n.vec->size() * 4);
+        uploader.write(*b, n.vec->data(), n.vec->size() * 4);
         vectors_.emplace(n.vec, std::move(b));
       }
     }
+    uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else attention stays on the CPU).
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim) && spec.sliding_window == 0) {
       const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;

@@ -36,8 +36,10 @@ struct GpuMatrix {
 // permutations, and dense rows not a whole number of 32-bit words, stay on the CPU).
 std::string matmul_shader(const Weight& w);
 // Copies the weight to the device (throws GpuError, out_of_memory() when it
-// does not fit). max_part_bytes: a smaller limit per buffer than the device's (tests).
-GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes = 0);
+// does not fit). max_part_bytes: a smaller limit per buffer than the device's
+// (tests). With an uploader, the copies may still run when it returns (they
+// end by uploader->finish()); without, they are done.
+GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes = 0, Uploader* uploader = nullptr);
 
 // y[t][y_offset + t * ldy + r] = sum_k W_mat[r][k] x[x_offset + t * ldx + k], t < n_tok, r < mat_rows.
 // From kTiledMatmulTokens tokens on, a tiled GEMM (weights read once per 32 tokens).

@@ -32,13 +32,14 @@ Stream::Stream(Device& device) : device_(device) {
 
 Stream::~Stream() {
   const VkDevice dev = device_.handle();
-  if (recording_) vk().vkDeviceWaitIdle(dev);  // never submitted; nothing in flight from it
+  if (recording_ || submitted_) vk().vkDeviceWaitIdle(dev);  // let anything in flight end first
   for (VkDescriptorPool p : descriptor_pools_) vk().vkDestroyDescriptorPool(dev, p, nullptr);
   if (fence_) vk().vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vk().vkDestroyCommandPool(dev, pool_, nullptr);
 }
 
 VkCommandBuffer Stream::begin() {
+  if (submitted_) throw GpuError("a stream recorded between submit() and wait()");
   if (!recording_) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -188,9 +189,8 @@ void Stream::copy(const Buffer& src, const Buffer& dst, const std::vector<Range>
   vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
 }
 
-void Stream::finish() {
+void Stream::submit() {
   if (!recording_) return;
-  const VkDevice dev = device_.handle();
   if (!readbacks_.empty()) {  // transfers done before the host reads
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -206,9 +206,16 @@ void Stream::finish() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   vk_check(vk().vkQueueSubmit(device_.queue(), 1, &si, fence_), "vkQueueSubmit");
+  submitted_ = true;
+}
+
+void Stream::wait() {
+  if (!submitted_) return;
+  const VkDevice dev = device_.handle();
   const VkResult r = vk().vkWaitForFences(dev, 1, &fence_, VK_TRUE, kTimeoutNs);
   if (r == VK_TIMEOUT) throw GpuError("the GPU did not finish within 120 s", VK_ERROR_DEVICE_LOST);
   vk_check(r, "vkWaitForFences");
+  submitted_ = false;
   vk_check(vk().vkResetFences(dev, 1, &fence_), "vkResetFences");
   vk_check(vk().vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   for (VkDescriptorPool p : descriptor_pools_) vk().vkResetDescriptorPool(dev, p, 0);
@@ -230,19 +237,42 @@ void Stream::finish() {
   }
 }
 
-void write_buffer(Device& device, const Buffer& dst, const void* src, size_t bytes, size_t offset) {
+Uploader::Uploader(Device& device, size_t chunk_bytes, bool always_stage)
+    : chunk_bytes_(std::max<size_t>(chunk_bytes, 1)), always_stage_(always_stage) {
+  for (auto& s : streams_) s = std::make_unique<Stream>(device);
+}
+
+Uploader::~Uploader() {
+  try {
+    finish();
+  } catch (const GpuError&) {  // a lost device: the streams' destructors wait for the rest
+  }
+}
+
+void Uploader::write(const Buffer& dst, const void* src, size_t bytes, size_t offset) {
   if (offset + bytes > dst.size()) throw GpuError("write past the end of a buffer");
-  if (dst.mapped()) {
+  if (dst.mapped() && !always_stage_) {
     std::memcpy(dst.mapped() + offset, src, bytes);
     dst.flush();
     return;
   }
-  constexpr size_t kChunk = 64u << 20;
-  Stream s(device);
-  for (size_t at = 0; at < bytes; at += kChunk) {
-    s.upload(dst, static_cast<const uint8_t*>(src) + at, std::min(kChunk, bytes - at), offset + at);
-    s.finish();
+  for (size_t at = 0; at < bytes; at += chunk_bytes_) {
+    Stream& s = *streams_[next_];
+    next_ ^= 1;
+    s.wait();  // its previous chunk is copied: its staging memory is free
+    s.upload(dst, static_cast<const uint8_t*>(src) + at, std::min(chunk_bytes_, bytes - at), offset + at);
+    s.submit();
   }
+}
+
+void Uploader::finish() {
+  for (auto& s : streams_) s->wait();
+}
+
+void write_buffer(Device& device, const Buffer& dst, const void* src, size_t bytes, size_t offset) {
+  Uploader up(device);
+  up.write(dst, src, bytes, offset);
+  up.finish();
 }
 
 }  // namespace basalt::gpu

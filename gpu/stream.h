@@ -58,7 +58,15 @@ class Stream {
   };
   void copy(const Buffer& src, const Buffer& dst, const std::vector<Range>& ranges);
   // Submits what was recorded and waits; throws GpuError (a lost device, a timeout).
-  void finish();
+  void finish() {
+    submit();
+    wait();
+  }
+  // The two halves: submit() returns at once (the host may work meanwhile),
+  // wait() waits for the submission, then fills the downloads' destinations
+  // and frees the staging memory. Record nothing between them.
+  void submit();
+  void wait();
   bool empty() const { return !recording_; }
 
  private:
@@ -84,14 +92,36 @@ class Stream {
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> descriptor_pools_;
   size_t descriptor_pool_in_use_ = 0;
-  bool recording_ = false;
+  bool recording_ = false, submitted_ = false;
   std::vector<Staging> staging_;
   std::vector<Readback> readbacks_;
   std::unordered_set<VkBuffer> written_, read_;  // since the last barrier
 };
 
-// Copies bytes to a device buffer now: in place where it is mapped, otherwise
-// through staging in chunks (load time: nothing may be using the buffer).
+// Copies host memory to device buffers at load time, in chunks through two
+// streams' staging memory in turn, so the host fills one chunk (reading the
+// model file) while the device copies the previous one; mapped buffers are
+// written in place. The destinations must stay alive and unused until finish().
+class Uploader {
+ public:
+  // chunk_bytes: one stream's staging memory; always_stage: through staging
+  // into mapped buffers too (tests of the staged path on unified memory).
+  explicit Uploader(Device& device, size_t chunk_bytes = size_t{16} << 20, bool always_stage = false);
+  ~Uploader();  // waits for what is in flight
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  void write(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0);
+  void finish();  // every copy done; throws GpuError
+
+ private:
+  std::unique_ptr<Stream> streams_[2];
+  int next_ = 0;
+  size_t chunk_bytes_;
+  bool always_stage_;
+};
+
+// One Uploader's write and finish.
 void write_buffer(Device& device, const Buffer& dst, const void* src, size_t bytes, size_t offset = 0);
 
 }  // namespace basalt::gpu

@@ -58,7 +58,7 @@ std::string matmul_shader(const Weight& w) {
   return "";
 }
 
-GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) {
+GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes, Uploader* uploader) {
   GpuMatrix m;
   m.shader = matmul_shader(w);
   if (m.shader.empty()) throw GpuError("no GPU matmul for " + w.name + " (" + w.describe() + ")");
@@ -77,12 +77,20 @@ GpuMatrix upload_matrix(Device& device, const Weight& w, size_t max_part_bytes) 
   if (per_part < 1)
     throw GpuError(w.name + ": one tile (" + std::to_string(m.tile_bytes) + " bytes) is more than one binding may span on " +
                    info.name, VK_ERROR_OUT_OF_DEVICE_MEMORY);
-  for (int64_t t0 = 0; t0 < tiles; t0 += per_part) {
-    const int64_t n = std::min(per_part, tiles - t0);
-    const size_t bytes = static_cast<size_t>(n) * m.tile_bytes;
-    m.parts.push_back({std::make_unique<Buffer>(device, bytes, Memory::device, "weights of " + w.name), t0, n});
-    write_buffer(device, *m.parts.back().buffer, w.data + static_cast<size_t>(t0) * m.tile_bytes, bytes);
+  std::unique_ptr<Uploader> own = uploader ? nullptr : std::make_unique<Uploader>(device);
+  Uploader& up = uploader ? *uploader : *own;
+  try {
+    for (int64_t t0 = 0; t0 < tiles; t0 += per_part) {
+      const int64_t n = std::min(per_part, tiles - t0);
+      const size_t bytes = static_cast<size_t>(n) * m.tile_bytes;
+      m.parts.push_back({std::make_unique<Buffer>(device, bytes, Memory::device, "weights of " + w.name), t0, n});
+      up.write(*m.parts.back().buffer, w.data + static_cast<size_t>(t0) * m.tile_bytes, bytes);
+    }
+  } catch (const GpuError&) {
+    up.finish();  // before m's buffers go: no copy may still target them
+    throw;
   }
+  if (own) own->finish();
   return m;
 }
 

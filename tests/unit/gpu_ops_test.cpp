@@ -220,6 +220,32 @@ TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want
   EXPECT_THROW(s.copy(xb, xb, {{0, row, row}}), gpu::GpuError);
 }
 
+// Uploads through two streams in turn (the host fills one chunk while the
+// device copies the other): odd sizes and offsets, chunks of odd length,
+// several destinations, then read back.
+TEST(GpuOps, UploaderCopiesEveryChunk) {
+  NEED_DEVICE(dev);
+  std::vector<uint8_t> a(100003), b(5000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 13 + 1);
+  gpu::Buffer ab(*dev, a.size() + 16, gpu::Memory::device, "a"), bb(*dev, b.size(), gpu::Memory::device, "b");
+  {
+    gpu::Uploader up(*dev, 4099, /*always_stage=*/true);
+    up.write(ab, a.data(), 40000, 5);  // the first part, then the rest: chunks alternate between the streams
+    up.write(bb, b.data(), b.size());
+    up.write(ab, a.data() + 40000, a.size() - 40000, 40005);
+    up.finish();
+    EXPECT_THROW(up.write(bb, b.data(), b.size(), 1), gpu::GpuError);  // past the end
+  }
+  std::vector<uint8_t> got_a(a.size()), got_b(b.size());
+  gpu::Stream s(*dev);
+  s.download(ab, got_a.data(), a.size(), 5);
+  s.download(bb, got_b.data(), b.size());
+  s.finish();
+  EXPECT_EQ(got_a, a);
+  EXPECT_EQ(got_b, b);
+}
+
 TEST(GpuOps, SwigluMatchesCpu) {
   NEED_DEVICE(dev);
   std::mt19937 rng(10);
