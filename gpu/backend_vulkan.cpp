@@ -84,8 +84,10 @@ class VulkanBackend final : public Backend {
       }
     }
     uploader.finish();
-    // The KV cache's copy, per layer, when it fits beside the weights (else attention stays on the CPU).
-    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim) && spec.sliding_window == 0) {
+    // The KV cache's copy, per layer, when it fits beside the weights (else
+    // attention stays on the CPU). Sliding-window models qualify too: the
+    // engine refuses contexts past their window, inside which it sees all.
+    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim)) {
       const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;
       per_seq_ = blocks * kv.block_stride();
       const size_t bytes = static_cast<size_t>(per_seq_ * kv.n_seq()) * 2;
