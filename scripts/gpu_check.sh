@@ -16,6 +16,7 @@
 # build here and carry the binaries, the loader and the gguf wheel:
 #   cmake -S . -B build-device -G Ninja -DBASALT_ONEDNN=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-device   # links only libc, libm, libstdc++, libgcc_s, libgomp
+#   cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian* build-device/bin/   # basalt_gpu_bench's one more
 #   (cd .gl && apt-get download libvulkan1); pip download --no-deps -d .whl gguf
 #   (.gl, .whl and build-device listed in .git/info/exclude)
 # then there, carrying .gl .whl build-device:
@@ -28,6 +29,7 @@ BIN="${1:?usage: scripts/gpu_check.sh BINDIR [MODEL.gguf ...]}"; shift
 OUT="${OUT:-/tmp/gpu_check}"
 PP="${PP:-512}" TG="${TG:-64}" REPS="${REPS:-3}"
 mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libraries carried beside the binaries
 status=0
 
 echo "== devices"
