@@ -9,7 +9,8 @@
 #
 # BINDIR holds basalt, basalt_tests and basalt_gpu_bench (a build without
 # oneDNN runs on a bare machine: cmake -DBASALT_ONEDNN=OFF). OUT=DIR keeps
-# the logs and the bench JSON there. PP/TG/REPS size the runs.
+# the logs and the bench JSON there. PP/TG/REPS size the runs; BENCH_FILTER
+# picks shader benchmarks (a --benchmark_filter regex; default all).
 #
 # On a lent GPU machine (bare: no Vulkan loader, none of our packages; its
 # python3 has numpy; at most 64 MiB travel, so the models are made there),
@@ -40,7 +41,7 @@ BASALT_REQUIRE_GPU=1 "$BIN/basalt_tests" --gtest_filter='Gpu*' --gtest_brief=1 2
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo "== shader benchmarks"
-"$BIN/basalt_gpu_bench" --benchmark_min_time=0.05 --benchmark_out="$OUT/gpu_bench.json" \
+"$BIN/basalt_gpu_bench" --benchmark_filter="${BENCH_FILTER:-.}" --benchmark_min_time=0.05 --benchmark_out="$OUT/gpu_bench.json" \
   --benchmark_out_format=json 2>&1 | tee "$OUT/gpu_bench.log" || status=1
 
 i=0
