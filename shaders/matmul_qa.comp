@@ -6,8 +6,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x = 16, local_size_y_id = 0, local_size_z = 1) in;
-layout(constant_id = 0) const uint SLICES = 16;
+// SLICES is a constant, not a specialization constant: shared arrays sized by
+// one gave wrong results on lavapipe (see attention.comp).
+const uint SLICES = 16;
+layout(local_size_x = 16, local_size_y = SLICES, local_size_z = 1) in;
 const uint TOK = 4;
 
 layout(binding = 0) readonly buffer Weights { uint w[]; };

@@ -11,7 +11,6 @@
 namespace basalt::gpu {
 
 namespace {
-constexpr uint32_t kSlices = 16;  // K slices per workgroup (the shader's SLICES)
 constexpr uint32_t kTokens = 4;   // tokens per workgroup (both shaders' TOK)
 constexpr uint32_t kTiledRows = 64, kTiledTokens = 32;  // matmul_tiled.comp's TM, TN
 
@@ -33,8 +32,7 @@ Groups token_groups(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_
 const Pipeline& matmul_pipeline(Device& device, const GpuMatrix& w, bool tiled, bool grouped) {
   const std::string format = w.shader.substr(7);  // after "matmul_"
   const std::string name = std::string(tiled ? "matmul_tiled_" : "matmul_") + (grouped ? "grouped_" : "") + format;
-  const bool gemv_qa = !tiled && !w.dense;
-  return device.pipeline({name, grouped ? 4u : 3u, sizeof(Push), gemv_qa ? std::vector<uint32_t>{kSlices} : std::vector<uint32_t>{}});
+  return device.pipeline({name, grouped ? 4u : 3u, sizeof(Push), {}});
 }
 }  // namespace
 
