@@ -269,10 +269,4 @@ void Uploader::finish() {
   for (auto& s : streams_) s->wait();
 }
 
-void write_buffer(Device& device, const Buffer& dst, const void* src, size_t bytes, size_t offset) {
-  Uploader up(device);
-  up.write(dst, src, bytes, offset);
-  up.finish();
-}
-
 }  // namespace basalt::gpu

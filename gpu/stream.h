@@ -121,7 +121,4 @@ class Uploader {
   bool always_stage_;
 };
 
-// One Uploader's write and finish.
-void write_buffer(Device& device, const Buffer& dst, const void* src, size_t bytes, size_t offset = 0);
-
 }  // namespace basalt::gpu
