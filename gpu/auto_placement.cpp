@@ -2,9 +2,9 @@
 #include "gpu/auto_placement.h"
 
 #include <algorithm>
-#include <unordered_set>
 #include <chrono>
 #include <cstdio>
+#include <unordered_set>
 #include <vector>
 
 #include "core/runtime/kv_cache.h"
@@ -50,10 +50,10 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
                us_per_byte_link = 1e-3 / t.link_gbs;
   Estimate attn, experts, all;
   const double depth = static_cast<double>(std::max<int64_t>(1, n_ctx / 2));
-  // The whole model: every weight and the KV cache's copy on the device;
-  // a decode step reads the dense weights, the chosen experts' share and the
-  // cache, with one upload (an embedding row), one download (the logits)
-  // and one submission.
+  // Per kind of work (attention, experts), and for the whole model: every
+  // weight and the KV cache's copy on the device; a decode step reads the
+  // dense weights, the chosen experts' share and the cache, with one upload
+  // (an embedding row), one download (the logits) and one submission.
   std::unordered_set<const Weight*> seen;
   double resident = 0, step = 0;
   auto weight = [&](const Weight* w, double share) {
@@ -63,38 +63,30 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   };
   for (const Node& n : graph.nodes) {
     if (n.op == Op::matmul) weight(n.weight, 1.0);
-    if (n.op == Op::moe) {
-      const double used = static_cast<double>(n.moe->n_used) / static_cast<double>(n.moe->n_expert);
-      weight(n.moe->router, 1.0);
-      for (const Weight* w : {n.moe->gate, n.moe->up, n.moe->down}) weight(w, used);
-    }
-    if (n.op == Op::attention) {
-      resident += static_cast<double>(n_ctx) * static_cast<double>(spec.kv_dim()) * 2 * 2;
-      step += depth * static_cast<double>(spec.kv_dim()) * 2 * 2;
-    }
-  }
-  if (budget_bytes == 0) budget_bytes = gpu.device_local_bytes / 10 * 8;
-  if (step > 0 && resident <= static_cast<double>(budget_bytes)) {
-    all.cpu_us = step * us_per_byte_cpu;
-    all.gpu_us = step * us_per_byte_gpu + (spec.n_embd + spec.n_vocab) * 4.0 * us_per_byte_link + t.node_us;
-  }
-  for (const Node& n : graph.nodes) {
     if (n.op == Op::attention) {
       // Decode reads the cache once; the GPU also receives q and the touched block, and returns o.
       const double kv_bytes = depth * static_cast<double>(spec.kv_dim()) * 2 * 2;
       const double moved = 2.0 * spec.q_dim() * 4 + 2.0 * spec.kv_dim() * KvCache::kBlock * 2;
       attn.cpu_us += kv_bytes * us_per_byte_cpu;
       attn.gpu_us += kv_bytes * us_per_byte_gpu + moved * us_per_byte_link + t.node_us;
+      resident += static_cast<double>(n_ctx) * static_cast<double>(spec.kv_dim()) * 2 * 2;
+      step += kv_bytes;
     }
     if (n.op == Op::moe) {
       const MoeWeights& m = *n.moe;
-      const double per_expert = static_cast<double>(m.gate->total_bytes() + m.up->total_bytes() + m.down->total_bytes()) /
-                                static_cast<double>(m.n_expert);
-      const double bytes = per_expert * static_cast<double>(m.n_used);
+      const double used = static_cast<double>(m.n_used) / static_cast<double>(m.n_expert);
+      const double bytes = static_cast<double>(m.gate->total_bytes() + m.up->total_bytes() + m.down->total_bytes()) * used;
       const double moved = static_cast<double>(m.n_used) * 2 * static_cast<double>(spec.n_embd) * 4;
       experts.cpu_us += bytes * us_per_byte_cpu;
       experts.gpu_us += bytes * us_per_byte_gpu + moved * us_per_byte_link + t.node_us;
+      weight(m.router, 1.0);
+      for (const Weight* w : {m.gate, m.up, m.down}) weight(w, used);
     }
+  }
+  if (budget_bytes == 0) budget_bytes = gpu.device_local_bytes / 10 * 8;
+  if (step > 0 && resident <= static_cast<double>(budget_bytes)) {
+    all.cpu_us = step * us_per_byte_cpu;
+    all.gpu_us = step * us_per_byte_gpu + (spec.n_embd + spec.n_vocab) * 4.0 * us_per_byte_link + t.node_us;
   }
   AutoPlan plan;
   if (all.cpu_us > 0 && all.gpu_wins()) {

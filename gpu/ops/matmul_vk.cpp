@@ -23,7 +23,9 @@ uint32_t u32(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-Groups token_groups(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_units, uint32_t experts) {
+// The dispatch's grid: x over row_units units (tiles or dense rows; the
+// tiled GEMM takes 64 rows a workgroup), y over the tokens, z over experts.
+Groups grid(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_units, uint32_t experts) {
   const int64_t per = tiled ? kTiledTokens : kTokens;
   if (tiled) row_units = u32((row_units * w.rows_per_tile + kTiledRows - 1) / kTiledRows, "row groups");
   return {row_units, u32((n_tok + per - 1) / per, "token groups"), experts};
@@ -108,7 +110,7 @@ void matmul(Device& device, Stream& stream, const MatmulOp& op) {
                     u32(op.x_offset, "x offset"), u32(op.ldx, "ldx"), u32(op.y_offset + row0, "y offset"),
                     u32(op.ldy, "ldy"), 0, 0, 0};
     stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y)}, &push, sizeof push,
-                    token_groups(w, tiled, op.n_tok, push.count, 1));
+                    grid(w, tiled, op.n_tok, push.count, 1));
   }
 }
 
@@ -125,8 +127,8 @@ void grouped_matmul(Device& device, Stream& stream, const GroupedMatmulOp& op) {
                     u32(part.tiles, "tiles"), u32(w.dense ? w.tile_bytes / 4 : 0, "row words"), 0, u32(op.ldx, "ldx"),
                     0, u32(op.ldy, "ldy"), u32(w.tiles_per_mat, "tiles"), u32(op.n_expert, "experts"), op.gather ? 1u : 0u};
     stream.dispatch(pipe, {in(*part.buffer), in(*op.x), out(*op.y), in(*op.route)}, &push, sizeof push,
-                    token_groups(w, tiled, op.n_tok, u32(w.tiles_per_mat, "tiles"),
-                                 u32(std::min(op.n_expert, op.n_tok * op.k), "experts")));
+                    grid(w, tiled, op.n_tok, u32(w.tiles_per_mat, "tiles"),
+                         u32(std::min(op.n_expert, op.n_tok * op.k), "experts")));
   }
 }
 

@@ -3,6 +3,7 @@
 // workgroup) and moe_combine.comp (one workgroup per token). The experts'
 // matmuls between them are grouped_matmul (matmul_vk.cpp).
 #include <algorithm>
+#include <string>
 
 #include "gpu/ops.h"
 #include "gpu/pipeline.h"
