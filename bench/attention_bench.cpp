@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Attention for one decode token (and a 512-token prefill chunk) over a KV
-// cache of D positions, per ISA, with the 1.1B (TinyLlama: 32 query heads, 4
-// KV heads, head_dim 64) and 7B (32/32/128) head shapes. GB/s = f16 K and V
-// bytes read per decode call: decode at depth should run at the read
+// cache of D positions, per ISA and cache type (f16, q8), with the 1.1B
+// (TinyLlama: 32 query heads, 4 KV heads, head_dim 64) and 7B (32/32/128)
+// head shapes. GB/s = K and V bytes (and q8 scales) read per decode call:
+// decode at depth should run at the read
 // bandwidth; the 1.1B shape at depth 4096 reads 4.2 MB per layer. GFLOP/s
 // counts QK and PV (4 x heads x head_dim x keys per token). Measured
 // 2026-11-30, 2 threads, AVX-512, min of 3 alternating runs: 1.1B d:4096 t:1
@@ -12,7 +13,7 @@
 // scores and P V are FMA-bound (2 x 2048 FMAs per block of 64 keys and KV
 // head for 8 query rows); the rest is the read of the cache.
 //
-//   build/bin/basalt_attention_bench --benchmark_filter='1.1b/avx512/d:4096/t:1'
+//   build/bin/basalt_attention_bench --benchmark_filter='1.1b/avx512/f16/d:4096/t:1'
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -34,7 +35,7 @@ struct HeadShape {
 const HeadShape kShapes[] = {{"1.1b", 32, 4, 64}, {"7b", 32, 32, 128}};
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
 
-void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, int64_t depth, int64_t n_tok) {
+void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvType type, int64_t depth, int64_t n_tok) {
   if (!cpu_supports(isa)) {
     state.SkipWithError((std::string("CPU lacks ") + isa_name(isa)).c_str());
     return;
@@ -45,10 +46,10 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, int64
   spec.n_head_kv = h.n_head_kv;
   spec.head_dim = spec.rope_dim = h.head_dim;
   spec.n_embd = h.n_head * h.head_dim;
-  KvCache kv(spec, depth + n_tok, 1);
+  KvCache kv(spec, depth + n_tok, 1, type);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0, 1);
-  // The cache's past positions: random f16 keys and values (written through the op itself, one chunk at a time).
+  // The cache's past positions: random keys and values (written through the op itself, one chunk at a time).
   const int64_t qd = spec.q_dim(), kvd = spec.kv_dim();
   std::vector<float> q(static_cast<size_t>(512 * qd)), k(static_cast<size_t>(512 * kvd)), v(k.size()), out(q.size());
   for (int64_t p0 = 0; p0 < depth; p0 += 512) {
@@ -67,7 +68,8 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, int64
   }
   const double keys = static_cast<double>(depth) + static_cast<double>(n_tok + 1) / 2;  // per token, on average
   const double iters = static_cast<double>(state.iterations());
-  if (n_tok == 1) state.counters["GB/s"] = benchmark::Counter(2.0 * keys * kvd * 2 * iters, benchmark::Counter::kIsRate);
+  const double position_bytes = 2.0 * static_cast<double>(kv.block_bytes()) / KvCache::kBlock;  // K and V
+  if (n_tok == 1) state.counters["GB/s"] = benchmark::Counter(keys * position_bytes * iters, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(4.0 * h.n_head * h.head_dim * keys * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
 }
@@ -75,15 +77,16 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, int64
 void register_all() {
   for (const HeadShape& h : kShapes)
     for (Isa isa : kIsas)
-      for (int64_t depth : {512, 4096})
-        for (int64_t n_tok : {1, 512}) {
-          if (isa == Isa::scalar && n_tok > 1) continue;  // seconds per call
-          const std::string name = std::string("attention/") + h.name + "/" + isa_name(isa) + "/d:" + std::to_string(depth) +
-                                   "/t:" + std::to_string(n_tok);
-          benchmark::RegisterBenchmark(name.c_str(), [&h, isa, depth, n_tok](benchmark::State& st) {
-            bench_attention(st, h, isa, depth, n_tok);
-          })->UseRealTime()->Unit(benchmark::kMicrosecond);
-        }
+      for (KvType type : {KvType::f16, KvType::q8})
+        for (int64_t depth : {512, 4096})
+          for (int64_t n_tok : {1, 512}) {
+            if (isa == Isa::scalar && n_tok > 1) continue;  // seconds per call
+            const std::string name = std::string("attention/") + h.name + "/" + isa_name(isa) + "/" + kv_type_name(type) +
+                                     "/d:" + std::to_string(depth) + "/t:" + std::to_string(n_tok);
+            benchmark::RegisterBenchmark(name.c_str(), [&h, isa, type, depth, n_tok](benchmark::State& st) {
+              bench_attention(st, h, isa, type, depth, n_tok);
+            })->UseRealTime()->Unit(benchmark::kMicrosecond);
+          }
 }
 
 }  // namespace

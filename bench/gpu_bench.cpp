@@ -4,7 +4,7 @@
 // bandwidth (the roofline), matmul GEMV (1 token: GB/s of weights and %bw)
 // and tiled GEMM (512 tokens: GFLOP/s) on a 7B model's shapes per weight
 // format, decode attention over a long KV cache (GB/s of K and V, %bw) and
-// a causal prefill of 512 tokens (GFLOP/s).
+// a causal prefill of 512 tokens (GFLOP/s), with an f16 and a q8 cache.
 // Each timed iteration records kReps dispatches and submits them once, so
 // submission costs little; the time is per dispatch.
 //
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_weights.h"
+#include "core/runtime/kv_cache.h"
 #include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
@@ -83,10 +84,10 @@ void matmul_bench(benchmark::State& state, const BenchFormat& f, const Shape& sh
 
 // n_tok tokens of a 7B-like layer (32 heads of 128, 8 KV heads) after `depth`
 // cached positions: decode (1 token), or causal prefill.
-void attention_bench(benchmark::State& state, int64_t depth, int64_t n_tok) {
-  const int64_t n_head = 32, n_kv = 8, hd = 128, kv_dim = n_kv * hd, blocks = (depth + n_tok - 1) / 64 + 1;
-  const int64_t stride = kv_dim * 64;
-  const size_t kv_bytes = static_cast<size_t>(blocks * stride) * 2;
+void attention_bench(benchmark::State& state, KvType type, int64_t depth, int64_t n_tok) {
+  const int64_t n_head = 32, n_kv = 8, hd = 128, blocks = (depth + n_tok - 1) / 64 + 1;
+  const int64_t block_bytes = KvCache::block_bytes(n_kv, hd, type);
+  const size_t kv_bytes = static_cast<size_t>(blocks * block_bytes);
   gpu::Buffer k(*g_dev, kv_bytes, gpu::Memory::device, "keys"), v(*g_dev, kv_bytes, gpu::Memory::device, "values");
   gpu::Buffer q(*g_dev, static_cast<size_t>(n_tok * n_head * hd) * 4, gpu::Memory::device, "q");
   gpu::Buffer o(*g_dev, static_cast<size_t>(n_tok * n_head * hd) * 4, gpu::Memory::device, "o");
@@ -102,10 +103,10 @@ void attention_bench(benchmark::State& state, int64_t depth, int64_t n_tok) {
     s.fill_zero(q, 0, q.size());
     s.finish();
   }
-  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, 0, stride, &pos, 0, &o, 0, n_head * hd, n_tok, n_head, n_kv, hd, 0,
-                            &part, depth + n_tok - 1};
+  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, type, 0, block_bytes, &pos, 0, &o, 0, n_head * hd, n_tok, n_head,
+                            n_kv, hd, 0, &part, depth + n_tok - 1};
   const double sec = time_dispatches(state, [&](gpu::Stream& s) { gpu::attention(*g_dev, s, op); });
-  report_bytes(state, 2.0 * static_cast<double>(depth + n_tok) * kv_dim * 2, sec);  // K and V once, f16
+  report_bytes(state, 2.0 * static_cast<double>(depth + n_tok) * block_bytes / 64, sec);  // K and V once
   // Scores and P V: 4 flops per (query row, key, dimension) seen.
   const double pairs = static_cast<double>(n_tok) * depth + static_cast<double>(n_tok) * (n_tok + 1) / 2;
   state.counters["GFLOP/s"] = 4.0 * pairs * n_head * hd / sec / 1e9;
@@ -154,13 +155,17 @@ int main(int argc, char** argv) {
                                      matmul_bench, f, shape, tokens)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
-  for (int64_t depth : {4096, 32768})
-    benchmark::RegisterBenchmark(("attention/decode/depth:" + std::to_string(depth)).c_str(), attention_bench, depth, 1)
+  for (KvType type : {KvType::f16, KvType::q8}) {
+    const std::string kv = std::string("/") + kv_type_name(type);
+    for (int64_t depth : {4096, 32768})
+      benchmark::RegisterBenchmark(("attention/decode" + kv + "/depth:" + std::to_string(depth)).c_str(), attention_bench,
+                                   type, depth, 1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("attention/prefill" + kv + "/tokens:512").c_str(), attention_bench, type, 0, 512)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("attention/prefill/tokens:512", attention_bench, 0, 512)
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond);
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -51,13 +51,6 @@ float* thread_scratch(size_t n) {
   return buf.data() + (misalign ? (64 - misalign) / sizeof(float) : 0);
 }
 
-// A key and a value row in f16 on the calling thread, before KvCache::set places them.
-uint16_t* thread_rows(int64_t kvd) {
-  static thread_local std::vector<uint16_t> buf;
-  if (buf.size() < static_cast<size_t>(2 * kvd)) buf.resize(static_cast<size_t>(2 * kvd));
-  return buf.data();
-}
-
 // Merges the pieces [first, last) of one tile x KV heads, its key range split,
 // into rows of out.
 void merge(const Work& w, int64_t first, int64_t last, int64_t group, int64_t hd, int64_t qd, float* out) {
@@ -156,18 +149,13 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   std::stable_sort(w.order.begin(), w.order.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
 
   const int64_t n_pieces = static_cast<int64_t>(w.pieces.size());
+  const int64_t elem = kv.type() == KvType::q8 ? 1 : 2;  // bytes per cached element
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
 #pragma omp parallel
   {
     // The batch's own keys and values first: its tokens see each other's.
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < n; ++t) {
-      uint16_t* key = thread_rows(kvd);
-      uint16_t* value = key + kvd;
-      kern->to_f16(k + t * kvd, key, kvd);
-      kern->to_f16(v + t * kvd, value, kvd);
-      kv.set(layer, batch.seq[t], batch.pos[t], key, value);
-    }
+    for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_pieces; ++i) {
       const Piece& p = w.pieces[w.order[i]];
@@ -176,9 +164,11 @@ void attention(const float* q, const float* k, const float* v, float* out, const
       const int seq = batch.seq[tl.t0];
       const bool whole = p.p0 == 0 && p.p1 == tl.keys;
       float* s = w.states.data() + p.state;
+      const uint8_t *kb = kv.key_blocks(layer, seq), *vb = kv.value_blocks(layer, seq);
+      const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
       AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                      kv.key_blocks(layer, seq) + p.kvh * hd * kCacheBlock, kv.value_blocks(layer, seq) + p.kvh * hd * kCacheBlock,
-                      kv.block_stride(), p.p0, p.p1, scale,
+                      kv.type(), kb + heads_at, vb + heads_at, kb + scales_at, vb + scales_at, kv.block_bytes(),
+                      p.p0, p.p1, scale,
                       whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                       whole, s, s + rows, thread_scratch(scratch)};
       kern->tile(a);

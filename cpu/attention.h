@@ -23,11 +23,17 @@ struct AttentionTile {
   int64_t ldq;
   const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
   int64_t n_tok, group, n_kv, head_dim;
-  // f16 keys and values in the cache's blocks (core/runtime/kv_cache.h): element d of KV head h at position p is
-  //   key:   k[p / kCacheBlock * ld + (h * head_dim + d) * kCacheBlock + p % kCacheBlock]
-  //   value: v[p / kCacheBlock * ld + (h * kCacheBlock + p % kCacheBlock) * head_dim + d]
-  const uint16_t* k;
-  const uint16_t* v;
+  // Keys and values in the cache's blocks (core/runtime/kv_cache.h), f16 or
+  // int8 (kv_type), ld bytes from one block to the next. Element d of KV head
+  // h at position p, its block at b = p / kCacheBlock * ld bytes and j = p % kCacheBlock:
+  //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
+  //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
+  // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values).
+  KvType kv_type;
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint8_t* ks;
+  const uint8_t* vs;
   int64_t ld;
   int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k
@@ -45,7 +51,6 @@ constexpr int64_t kCacheBlock = KvCache::kBlock;
 struct AttentionKernels {
   void (*tile)(const AttentionTile& t);
   int64_t (*scratch_floats)(int64_t n_kv, int64_t rows_per_kv_head, int64_t head_dim);
-  void (*to_f16)(const float* x, uint16_t* y, int64_t n);  // round to nearest even, like f32_to_f16
   void (*exp)(const float* x, float* y, int64_t n);        // the softmax's exp (here for its test)
 };
 

@@ -44,12 +44,15 @@ struct Estimate {
 }  // namespace
 
 AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t,
-                     uint64_t budget_bytes) {
+                     uint64_t budget_bytes, KvType kv_type) {
   fill_guesses(gpu, t);
   const double us_per_byte_cpu = 1e-3 / t.cpu_read_gbs, us_per_byte_gpu = 1e-3 / t.gpu_read_gbs,
                us_per_byte_link = 1e-3 / t.link_gbs;
   Estimate attn, experts, all;
   const double depth = static_cast<double>(std::max<int64_t>(1, n_ctx / 2));
+  // One layer's keys and values of one position, in the cache's type.
+  const double kv_position = 2.0 * static_cast<double>(KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type)) /
+                             KvCache::kBlock;
   // Per kind of work (attention, experts), and for the whole model: every
   // weight and the KV cache's copy on the device; a decode step reads the
   // dense weights, the chosen experts' share and the cache, with one upload
@@ -65,11 +68,11 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
     if (n.op == Op::matmul) weight(n.weight, 1.0);
     if (n.op == Op::attention) {
       // Decode reads the cache once; the GPU also receives q and the touched block, and returns o.
-      const double kv_bytes = depth * static_cast<double>(spec.kv_dim()) * 2 * 2;
-      const double moved = 2.0 * spec.q_dim() * 4 + 2.0 * spec.kv_dim() * KvCache::kBlock * 2;
+      const double kv_bytes = depth * kv_position;
+      const double moved = 2.0 * spec.q_dim() * 4 + kv_position * KvCache::kBlock;
       attn.cpu_us += kv_bytes * us_per_byte_cpu;
       attn.gpu_us += kv_bytes * us_per_byte_gpu + moved * us_per_byte_link + t.node_us;
-      resident += static_cast<double>(n_ctx) * static_cast<double>(spec.kv_dim()) * 2 * 2;
+      resident += static_cast<double>(n_ctx) * kv_position;
       step += kv_bytes;
     }
     if (n.op == Op::moe) {

@@ -11,6 +11,7 @@
 #include "core/graph/graph.h"
 #include "core/graph/offload.h"
 #include "core/model/model_spec.h"
+#include "core/runtime/kv_cache.h"
 #include "gpu/device.h"
 
 namespace basalt::gpu {
@@ -30,7 +31,7 @@ struct AutoPlan {
 
 // budget_bytes: what the device may hold (0: 80% of its memory).
 AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t,
-                     uint64_t budget_bytes = 0);
+                     uint64_t budget_bytes = 0, KvType kv_type = KvType::f16);
 
 // The CPU's read bandwidth in GB/s, from a short timed read of a buffer larger than the caches (~10 ms).
 double measure_cpu_read_gbs();

@@ -6,7 +6,7 @@
 // start of the batch and one download at its end.
 //
 // The CPU's KV cache stays the record: attention stores the batch's keys and
-// values into the device's copy (kv_store.comp, rounded as the CPU rounds)
+// values into the device's copy (same type and layout; kv_store*.comp, rounded as the CPU rounds)
 // and their f32 rows come back with the next submission, when the CPU stores
 // them too. So any node can fall back to the CPU at any time: a GPU error
 // prints one line and the CPU backend runs everything from then on.
@@ -87,10 +87,10 @@ class VulkanBackend final : public Backend {
     // The KV cache's copy, per layer, when it fits beside the weights (else
     // attention stays on the CPU). Sliding-window models qualify too: the
     // engine refuses contexts past their window, inside which it sees all.
-    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim)) {
+    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
       const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;
-      per_seq_ = blocks * kv.block_stride();
-      const size_t bytes = static_cast<size_t>(per_seq_ * kv.n_seq()) * 2;
+      per_seq_ = blocks * kv.block_bytes();
+      const size_t bytes = static_cast<size_t>(per_seq_ * kv.n_seq());
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
       if (used + 2 * bytes * static_cast<uint64_t>(layers) <= budget && bytes <= dev_->info().max_storage_range) {
         try {
@@ -252,16 +252,9 @@ class VulkanBackend final : public Backend {
   // Submits the stream and waits; then the CPU cache gets the keys and values that came back.
   void flush(RunContext* ctx) {
     if (stream_ && !stream_->empty()) stream_->finish();
-    for (PendingKv& p : pending_kv_) {
-      const int64_t kvd = spec_.kv_dim();
-      key16_.resize(static_cast<size_t>(kvd));
-      value16_.resize(static_cast<size_t>(kvd));
-      for (size_t t = 0; t < p.seq.size(); ++t) {
-        for (int64_t i = 0; i < kvd; ++i)
-          key16_[i] = f32_to_f16(p.k[t * kvd + i]), value16_[i] = f32_to_f16(p.v[t * kvd + i]);
-        p.kv->set(p.layer, p.seq[t], p.pos[t], key16_.data(), value16_.data());
-      }
-    }
+    const int64_t kvd = spec_.kv_dim();
+    for (PendingKv& p : pending_kv_)
+      for (size_t t = 0; t < p.seq.size(); ++t) p.kv->store(p.layer, p.seq[t], p.pos[t], &p.k[t * kvd], &p.v[t * kvd]);
     pending_kv_.clear();
   }
 
@@ -372,9 +365,10 @@ class VulkanBackend final : public Backend {
     const gpu::Buffer& o = output(n.out, ctx);
     const gpu::Buffer& kc = *keys_[static_cast<size_t>(n.layer)];
     const gpu::Buffer& vc = *values_[static_cast<size_t>(n.layer)];
-    const int64_t stride = ctx.kv->block_stride();
+    const int64_t block_bytes = ctx.kv->block_bytes();
+    const KvType type = ctx.kv->type();
     gpu::Stream& s = stream();
-    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, stride});
+    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, block_bytes, type});
     // The same rows for the CPU's cache, stored when they come back (flush).
     PendingKv& p = pending_kv_.emplace_back();
     p.kv = ctx.kv;
@@ -389,8 +383,8 @@ class VulkanBackend final : public Backend {
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
       int64_t t1 = t0 + 1, max_pos = b.pos[t0];
       for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
-      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, b.seq[t0] * per_seq_, stride, pos_.get(), t0, &o, t0 * qd, qd,
-                          t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0, &partial, max_pos};
+      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, b.seq[t0] * per_seq_, block_bytes, pos_.get(), t0, &o,
+                          t0 * qd, qd, t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0, &partial, max_pos};
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }
@@ -444,7 +438,7 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
-  int64_t per_seq_ = 0;                                      // f16 elements of one sequence's blocks
+  int64_t per_seq_ = 0;                                      // bytes of one sequence's blocks
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device
   std::unique_ptr<gpu::Stream> stream_;
@@ -455,7 +449,6 @@ class VulkanBackend final : public Backend {
       expert_y_;
   std::vector<uint32_t> base_;
   std::vector<float> tables_;
-  std::vector<uint16_t> key16_, value16_;
 };
 
 }  // namespace
@@ -489,7 +482,7 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
       t.cpu_read_gbs = measure_cpu_read_gbs();
       gpu::measure_device(*device, t);
       const AutoPlan a = choose_auto(device->info(), model.spec(), graph, kv.n_ctx(), t,
-                                     static_cast<uint64_t>(options.memory_mib) << 20);
+                                     static_cast<uint64_t>(options.memory_mib) << 20, kv.type());
       if (!a.placement.any()) {
         *plan = "GPU " + device->info().name + ": auto: " + a.why + "; running on the CPU";
         return nullptr;

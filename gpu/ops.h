@@ -83,15 +83,16 @@ void moe_combine(Device& device, Stream& stream, const Buffer& ye, const Buffer&
                  int64_t y_offset, int64_t ldy, int64_t n_tok, int64_t d, int64_t n_expert, int64_t k);
 
 // Attention of n_tok query rows of one sequence against its cached keys and
-// values (f16, the CPU cache's block layout: core/runtime/kv_cache.h): token
+// values (f16 or q8, the CPU cache's block layout: core/runtime/kv_cache.h): token
 // t sees positions up to pos[t] (and, with a window, only the last window).
 struct AttentionOp {
   const Buffer* q;  // [n_tok][ldq] floats from q_offset: n_head x head_dim each
   int64_t q_offset = 0, ldq = 0;
   const Buffer* k;
   const Buffer* v;
-  int64_t kv_base = 0;  // f16 elements: the sequence's first block for this layer, in both k and v
-  int64_t block_stride = 0;
+  KvType kv_type = KvType::f16;
+  int64_t kv_base = 0;  // bytes: the sequence's first block for this layer, in both k and v
+  int64_t block_bytes = 0;
   const Buffer* pos;  // int32 [n_tok] from pos_offset
   int64_t pos_offset = 0;
   const Buffer* o;  // [n_tok][ldo] floats from o_offset
@@ -102,16 +103,18 @@ struct AttentionOp {
   const Buffer* partial = nullptr;
   int64_t max_pos = -1;
 };
-bool attention_supported(int64_t head_dim);
+bool attention_supported(int64_t head_dim, KvType kv = KvType::f16);
 size_t attention_partial_bytes(int64_t head_dim);
 void attention(Device& device, Stream& stream, const AttentionOp& op);
 
 // Stores n_tok keys and values (f32 [n_tok][kv_dim]) at their positions into
-// the device caches k_cache, v_cache (f16, the CPU cache's layout), token t
-// at its sequence's first block base[t]; rounded as quant/half.h rounds.
+// the device caches k_cache, v_cache (the CPU cache's type and layout), token
+// t at its sequence's first block base[t] (bytes); rounded as KvCache::store
+// rounds (f16: the same bits; q8: see kv_store_q8.comp).
 struct KvStoreOp {
   const Buffer *k, *v, *pos, *base, *k_cache, *v_cache;
-  int64_t n_tok = 0, kv_dim = 0, head_dim = 0, block_stride = 0;
+  int64_t n_tok = 0, kv_dim = 0, head_dim = 0, block_bytes = 0;
+  KvType kv_type = KvType::f16;
 };
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
 

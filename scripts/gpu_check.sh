@@ -3,13 +3,14 @@
 # The checks a real GPU allows, in one run (docs/ARCHITECTURE.md, "The Vulkan
 # backend"): the devices, every GPU test with the device required, the shader
 # benchmarks against the device's read bandwidth, and `basalt bench` with
-# each placement against the CPU on the given models, ending with speed-ups.
+# each placement against the CPU on the given models (and the q8 KV cache,
+# CPU and whole model, decoding at DEPTH), ending with speed-ups.
 #
 #   scripts/gpu_check.sh BINDIR [MODEL.gguf ...]
 #
 # BINDIR holds basalt, basalt_tests and basalt_gpu_bench (a build without
 # oneDNN runs on a bare machine: cmake -DBASALT_ONEDNN=OFF). OUT=DIR keeps
-# the logs and the bench JSON there. PP/TG/REPS size the runs; BENCH_FILTER
+# the logs and the bench JSON there. PP/TG/REPS/DEPTH size the runs; BENCH_FILTER
 # picks shader benchmarks (a --benchmark_filter regex; default all).
 #
 # On a lent GPU machine (bare: no Vulkan loader, none of our packages; its
@@ -28,7 +29,7 @@
 set -uo pipefail
 BIN="${1:?usage: scripts/gpu_check.sh BINDIR [MODEL.gguf ...]}"; shift
 OUT="${OUT:-/tmp/gpu_check}"
-PP="${PP:-512}" TG="${TG:-64}" REPS="${REPS:-3}"
+PP="${PP:-512}" TG="${TG:-64}" REPS="${REPS:-3}" DEPTH="${DEPTH:-2048}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # libraries carried beside the binaries
 status=0
@@ -52,6 +53,13 @@ for model in "$@"; do
     "$BIN/basalt" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" --gpu "$gpu" --json 2>>"$OUT/bench.err" |
       tee -a "$OUT/bench_$i.jsonl" || status=1
   done
+  echo "== $model: decode at depth $DEPTH, f16 and q8 KV cache, CPU and --gpu all"
+  for kv in f16 q8; do
+    for gpu in off all; do
+      "$BIN/basalt" bench -m "$model" -p 0 -n "$TG" --depth "$DEPTH" -r "$REPS" --gpu "$gpu" --kv-type "$kv" --json \
+        2>>"$OUT/bench.err" | tee -a "$OUT/bench_$i.jsonl" || status=1
+    done
+  done
 done
 
 if compgen -G "$OUT/bench_*.jsonl" >/dev/null && command -v python3 >/dev/null; then
@@ -63,11 +71,15 @@ for i, model in enumerate(sys.argv[1:], 1):
         rows = [json.loads(l) for l in open(f"$OUT/bench_{i}.jsonl") if l.startswith("{")]
     except OSError:
         continue
-    base = next((r for r in rows if r.get("gpu") == "off"), None)
+    key = lambda r: (r.get("depth", 0), r.get("kv_type", "f16"))  # rows compare with the CPU's of the same kind
+    base = {key(r): r for r in rows if r.get("gpu") == "off"}
+    ratio = lambda a, b: f'{a / b:6.2f}x' if a and b else '     -'
     for r in rows:
-        if base and r is not base:
-            print(f'{model.split("/")[-1]:32s} --gpu {r["gpu"]:8s} pp {r["pp_tokens_per_s"] / base["pp_tokens_per_s"]:6.2f}x'
-                  f'  tg {r["tg_tokens_per_s"] / base["tg_tokens_per_s"]:6.2f}x  plan: {r.get("gpu_plan", "")}')
+        b = base.get(key(r))
+        if b and r is not b:
+            print(f'{model.split("/")[-1]:32s} --gpu {r["gpu"]:6s} kv {key(r)[1]:3s} depth {key(r)[0]:5d}'
+                  f'  pp {ratio(r["pp_tokens_per_s"], b["pp_tokens_per_s"])}  tg {ratio(r["tg_tokens_per_s"], b["tg_tokens_per_s"])}'
+                  f'  plan: {r.get("gpu_plan", "")}')
 PYEOF
 fi
 exit $status

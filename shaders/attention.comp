@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Attention of query rows against the f16 KV cache in the CPU's block layout
+// Attention of query rows against the KV cache in the CPU's block layout
 // (core/runtime/kv_cache.h): per block of 64 positions, keys [KV head][dim][64]
-// (transposed) and values [KV head][64][dim]. A workgroup takes ROWS query
+// (transposed) and values [KV head][64][dim], f16, or int8 with Q8 (then the
+// block's scales [KV head][64] follow each; a key's scale multiplies its
+// scores, a value's its column of P after the softmax sum took P). A workgroup takes ROWS query
 // rows that read the same keys: HG of the query heads sharing one KV head
 // (GQA) x TQ consecutive tokens (prefill), so each key and value is read
 // once for all of them. Its 64 invocations take one key each for the scores
@@ -11,7 +13,7 @@
 // are cut into that many ranges (workgroups z: split-K, so a decode step
 // fills the GPU); each writes its (max, sum, unnormalized o) per row to
 // part[] and attention_merge.comp combines them. Defines: HEADS (HG), TOKENS
-// (TQ); SUBGROUP: the block's maxima and sums by subgroup operations
+// (TQ); Q8 (int8 cache); SUBGROUP: the block's maxima and sums by subgroup operations
 // (group_reduce.glsl).
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
@@ -27,16 +29,29 @@ const uint BLOCK = 64;
 const uint MAX_DIMS = 4;  // head_dim <= 256
 
 layout(binding = 0) readonly buffer Q { float q[]; };
+#ifdef Q8
+layout(binding = 1) readonly buffer K { uint k[]; };  // 4 int8 elements or a scale per word
+layout(binding = 2) readonly buffer V { uint v[]; };
+const uint ELEMENT_BYTES = 1;
+float element(uint word, uint i) { return float(bitfieldExtract(int(word), int(i % 4) * 8, 8)); }
+#define KEY(i) element(k[(i) / 4], i)
+#define VALUE(i) element(v[(i) / 4], i)
+#else
 layout(binding = 1) readonly buffer K { float16_t k[]; };
 layout(binding = 2) readonly buffer V { float16_t v[]; };
+const uint ELEMENT_BYTES = 2;
+#define KEY(i) float(k[i])
+#define VALUE(i) float(v[i])
+#endif
 layout(binding = 3) readonly buffer Pos { int pos[]; };  // [n_tok]: the position of each token
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) writeonly buffer Part { float part[]; };  // [n_tok][n_head][splits][2 + head_dim]
 
 layout(push_constant) uniform Params {
   uint n_tok, n_head, group, head_dim;
-  uint kv_base;       // f16 elements: the first block of this sequence's layer (keys and values alike)
-  uint block_stride;  // f16 elements between blocks: kv_dim * 64
+  uint kv_base;       // bytes: the first block of this sequence's layer (keys and values alike)
+  uint block_bytes;   // between blocks
+  uint scales;        // Q8: bytes from a block's start to its scales
   uint ldq, ldo;      // floats per token row of q and o
   uint q_offset, o_offset, pos_offset;
   uint window;        // positions seen: (pos - window, pos]; 0: all
@@ -88,16 +103,23 @@ void main() {
   const uint b0 = first_block + min(blocks, split * per_split), b1 = first_block + min(blocks, (split + 1) * per_split);
   for (uint b = b0; b < b1; ++b) {
     const uint p0 = b * BLOCK;
-    const uint blk = p.kv_base + b * p.block_stride;
+    const uint blk_bytes = p.kv_base + b * p.block_bytes, blk = blk_bytes / ELEMENT_BYTES;
     const uint key = p0 + j;
     float s[ROWS];
     for (uint r = 0; r < ROWS; ++r) s[r] = 0.0;
+    float vscale = 1.0;
     if (key <= hi) {
       const uint kb = blk + kvh * hd * BLOCK + j;
       for (uint d = 0; d < hd; ++d) {
-        const float kd = float(k[kb + d * BLOCK]);
+        const float kd = KEY(kb + d * BLOCK);
         for (uint r = 0; r < ROWS; ++r) s[r] += qs[r][d] * kd;
       }
+#ifdef Q8
+      const uint sw = (blk_bytes + p.scales + (kvh * BLOCK + j) * 4) / 4;
+      const float kscale = uintBitsToFloat(k[sw]);
+      for (uint r = 0; r < ROWS; ++r) s[r] *= kscale;
+      vscale = uintBitsToFloat(v[sw]);
+#endif
     }
     float mx[ROWS];
     for (uint r = 0; r < ROWS; ++r) {
@@ -112,7 +134,7 @@ void main() {
       e[r] = s[r] > -1.0 / 0.0 ? exp(s[r] - m_new) : 0.0;
       corr[r] = m_new > -1.0 / 0.0 ? exp(m[r] - m_new) : 1.0;  // 0 on a row's first seen block (m = -inf)
       m[r] = m_new;
-      ps[r][j] = e[r];
+      ps[r][j] = e[r] > 0.0 ? e[r] * vscale : 0.0;  // a key no row sees may hold garbage
     }
     group_reduce(e, false);  // its barriers also publish ps
     for (uint r = 0; r < ROWS; ++r) l[r] = l[r] * corr[r] + e[r];
@@ -124,7 +146,7 @@ void main() {
       float a[ROWS];
       for (uint r = 0; r < ROWS; ++r) a[r] = acc[r][i] * corr[r];
       for (uint jj = 0; jj < n; ++jj) {
-        const float vd = float(v[vb + jj * hd + d]);
+        const float vd = VALUE(vb + jj * hd + d);
         for (uint r = 0; r < ROWS; ++r) a[r] += ps[r][jj] * vd;
       }
       for (uint r = 0; r < ROWS; ++r) acc[r][i] = a[r];

@@ -2,7 +2,8 @@
 // Stores the batch's keys and values (f32 rows [n][kv_dim]) into the device's
 // copy of the KV cache, in the CPU cache's block layout (kv_cache.h), as f16
 // rounded to nearest even exactly as quant/half.h's f32_to_f16 does: the
-// device's cache and the CPU's hold the same bits. One invocation per (element, token).
+// device's cache and the CPU's hold the same bits. One invocation per
+// (element, token). Offsets in bytes.
 #version 450
 #extension GL_EXT_shader_16bit_storage : require
 
@@ -11,11 +12,11 @@ layout(local_size_x = 64) in;
 layout(binding = 0) readonly buffer K { float k[]; };
 layout(binding = 1) readonly buffer V { float v[]; };
 layout(binding = 2) readonly buffer Pos { int pos[]; };
-layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block in the caches
+layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block, in bytes
 layout(binding = 4) writeonly buffer KC { uint16_t kc[]; };
 layout(binding = 5) writeonly buffer VC { uint16_t vc[]; };
 
-layout(push_constant) uniform Params { uint kv_dim, head_dim, block_stride; } p;
+layout(push_constant) uniform Params { uint kv_dim, head_dim, block_bytes; } p;
 
 const uint BLOCK = 64;
 
@@ -41,7 +42,7 @@ uint f32_to_f16(float f) {
 void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
   if (i >= p.kv_dim) return;
-  const uint ps = uint(pos[t]), blk = base[t] + (ps / BLOCK) * p.block_stride, j = ps % BLOCK;
+  const uint ps = uint(pos[t]), blk = (base[t] + (ps / BLOCK) * p.block_bytes) / 2, j = ps % BLOCK;
   kc[blk + i * BLOCK + j] = uint16_t(f32_to_f16(k[t * p.kv_dim + i]));
   vc[blk + ((i / p.head_dim) * BLOCK + j) * p.head_dim + i % p.head_dim] = uint16_t(f32_to_f16(v[t * p.kv_dim + i]));
 }

@@ -11,13 +11,13 @@
 namespace basalt {
 
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, int64_t ctx, int64_t stride,
-                            int64_t ubatch, const std::function<void(int64_t, int64_t)>& progress) {
+                            int64_t ubatch, KvType kv_type, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t n = static_cast<int64_t>(tokens.size()), V = model.spec().n_vocab;
   if (ctx < 2) throw Error("perplexity: the context must be at least 2 tokens");
   if (stride < 1 || stride > ctx) throw Error("perplexity: the stride must be between 1 and the context (" + std::to_string(ctx) + ")");
   if (n < 2) throw Error("perplexity: the text has " + std::to_string(n) + " token(s); at least 2 are needed");
   const int64_t window = std::min(ctx, n);
-  KvCache kv(model.spec(), window, 1);
+  KvCache kv(model.spec(), window, 1, kv_type);
   Executor exec(model, kv, std::min(ubatch, window));
   PerplexityResult r;
   int64_t scored_to = 1;  // tokens [1, scored_to) are scored (token 0 has no context)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/model/model.h"
+#include "core/runtime/kv_cache.h"
 
 namespace basalt {
 
@@ -23,6 +24,7 @@ struct PerplexityResult {
 // progress(done, total): tokens scored so far (for a progress bar). Error if
 // ctx < 2, stride is not in [1, ctx], or there are fewer than 2 tokens.
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, int64_t ctx, int64_t stride,
-                            int64_t ubatch, const std::function<void(int64_t, int64_t)>& progress = {});
+                            int64_t ubatch, KvType kv_type = KvType::f16,
+                            const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace basalt

@@ -54,9 +54,9 @@ class StopMatcher {
 };
 }  // namespace
 
-Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch, const OffloadOptions& offload)
+Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch, const OffloadOptions& offload, KvType kv_type)
     : model_(model),
-      kv_(model.spec(), n_ctx, 1),
+      kv_(model.spec(), n_ctx, 1, kv_type),
       executor_(model, kv_, std::max<int64_t>(1, std::min(ubatch, n_ctx)), offload) {}
 
 const float* Session::set_context(const std::vector<int32_t>& tokens) {

@@ -18,8 +18,9 @@ namespace basalt {
 
 class Session {
  public:
-  // n_ctx: tokens the cache holds; ubatch: tokens per prefill chunk; offload: GPU placement.
-  Session(const Model& model, int64_t n_ctx, int64_t ubatch = 512, const OffloadOptions& offload = {});
+  // n_ctx: tokens the cache holds; ubatch: tokens per prefill chunk; offload: GPU placement; kv_type: the cache's.
+  Session(const Model& model, int64_t n_ctx, int64_t ubatch = 512, const OffloadOptions& offload = {},
+          KvType kv_type = KvType::f16);
 
   // Makes the context exactly `tokens`: keeps the prefix already in the cache
   // and prefills the rest in chunks. Returns the logits of the last token.

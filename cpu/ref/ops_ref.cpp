@@ -40,14 +40,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
                    int64_t layer, const ModelSpec& spec) {
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t group = spec.n_head / spec.n_head_kv;
-  for (int64_t t = 0; t < n; ++t) {
-    std::vector<uint16_t> key(static_cast<size_t>(kvd)), value(key.size());
-    for (int64_t i = 0; i < kvd; ++i) {
-      key[static_cast<size_t>(i)] = f32_to_f16(k[t * kvd + i]);
-      value[static_cast<size_t>(i)] = f32_to_f16(v[t * kvd + i]);
-    }
-    kv.set(layer, batch.seq[t], batch.pos[t], key.data(), value.data());
-  }
+  for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int64_t t = 0; t < n; ++t) {
@@ -59,13 +52,13 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       float m = -INFINITY, l = 0;
       for (int64_t p = 0; p <= batch.pos[t]; ++p) {
         float s = 0;
-        for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kv.key(layer, batch.seq[t], p, kvh * hd + i));
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kv.key(layer, batch.seq[t], p, kvh * hd + i);
         s *= scale;
         // Online softmax: rescale what was accumulated when the max grows.
         const float m_new = std::fmax(m, s);
         const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
         for (int64_t i = 0; i < hd; ++i)
-          acc[i] = acc[i] * corr + w * f16_to_f32(kv.value(layer, batch.seq[t], p, kvh * hd + i));
+          acc[i] = acc[i] * corr + w * kv.value(layer, batch.seq[t], p, kvh * hd + i);
         l = l * corr + w;
         m = m_new;
       }

@@ -12,7 +12,7 @@ namespace basalt::gpu {
 
 namespace {
 struct Push {
-  uint32_t n_tok, n_head, group, head_dim, kv_base, block_stride, ldq, ldo, q_offset, o_offset, pos_offset, window;
+  uint32_t n_tok, n_head, group, head_dim, kv_base, block_bytes, scales, ldq, ldo, q_offset, o_offset, pos_offset, window;
   float scale;
   uint32_t splits;
 };
@@ -29,8 +29,9 @@ constexpr int64_t kRows = 8;  // query rows per workgroup (the shader's HEADS x 
 struct Tiling {
   int64_t heads = 1, tokens = 1;
   int64_t head_groups = 0, token_groups = 0;  // workgroups per key range: head_groups x token_groups
-  std::string shader(const Device& device) const {
-    return device.variant("attention_h" + std::to_string(heads) + "_t" + std::to_string(tokens));
+  std::string shader(const Device& device, KvType kv) const {
+    return device.variant(std::string(kv == KvType::q8 ? "attention_q8" : "attention") + "_h" + std::to_string(heads) +
+                          "_t" + std::to_string(tokens));
   }
 };
 Tiling tiling(const AttentionOp& op) {
@@ -49,7 +50,9 @@ uint32_t u32(int64_t v, const char* what) {
 }
 }  // namespace
 
-bool attention_supported(int64_t head_dim) { return head_dim > 0 && head_dim <= 256; }
+bool attention_supported(int64_t head_dim, KvType kv) {
+  return head_dim > 0 && head_dim <= 256 && (kv != KvType::q8 || head_dim % 4 == 0);
+}
 
 size_t attention_partial_bytes(int64_t head_dim) { return static_cast<size_t>(kMaxSplitEntries * (2 + head_dim) * 4); }
 
@@ -67,17 +70,19 @@ int64_t splits_for(const AttentionOp& op, const Tiling& tile) {
 }  // namespace
 
 void attention(Device& device, Stream& stream, const AttentionOp& op) {
-  if (!attention_supported(op.head_dim)) throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " > 256");
+  if (!attention_supported(op.head_dim, op.kv_type))
+    throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " unsupported (at most 256; q8: a multiple of 4)");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
   const Tiling tile = tiling(op);
-  const Pipeline& pipe = device.pipeline({tile.shader(device), 6, sizeof(Push), {}});
+  const Pipeline& pipe = device.pipeline({tile.shader(device, op.kv_type), 6, sizeof(Push), {}});
   const int64_t splits = splits_for(op, tile);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),
                   u32(op.n_head / op.n_head_kv, "group"),
                   u32(op.head_dim, "head_dim"),
                   u32(op.kv_base, "kv_base"),
-                  u32(op.block_stride, "block_stride"),
+                  u32(op.block_bytes, "block_bytes"),
+                  u32(op.n_head_kv * op.head_dim * 64, "scales"),
                   u32(op.ldq, "ldq"),
                   u32(op.ldo, "ldo"),
                   u32(op.q_offset, "q offset"),
@@ -100,11 +105,16 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;
   struct {
-    uint32_t kv_dim, head_dim, block_stride;
-  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), u32(op.block_stride, "block_stride")};
-  stream.dispatch(device.pipeline({"kv_store", 6, sizeof push, {}}),
-                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), out(*op.k_cache), out(*op.v_cache)}, &push,
-                  sizeof push, {u32((op.kv_dim + 63) / 64, "kv_dim"), u32(op.n_tok, "tokens"), 1});
+    uint32_t kv_dim, head_dim, block_bytes;
+  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), u32(op.block_bytes, "block_bytes")};
+  const bool q8 = op.kv_type == KvType::q8;
+  if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
+  // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.
+  const int64_t x = q8 ? op.kv_dim / op.head_dim : (op.kv_dim + 63) / 64;
+  const Arg keys = q8 ? inout(*op.k_cache) : out(*op.k_cache);  // q8 keys share words across tokens: atomics
+  stream.dispatch(device.pipeline({q8 ? "kv_store_q8" : "kv_store", 6, sizeof push, {}}),
+                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), keys, out(*op.v_cache)}, &push, sizeof push,
+                  {u32(x, "kv_dim"), u32(op.n_tok, "tokens"), 1});
 }
 
 }  // namespace basalt::gpu

@@ -83,7 +83,7 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
-               gpu_fail_after: int = -1, gpu_memory_mib: int = 0) -> np.ndarray:
+               gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "") -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if gpu:
@@ -94,6 +94,8 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
         env["BASALT_GPU_FAIL_AFTER"] = str(gpu_fail_after)
     if gpu_memory_mib:
         env["BASALT_GPU_MEMORY_MIB"] = str(gpu_memory_mib)
+    if kv_type:
+        env["BASALT_KV_TYPE"] = kv_type
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -202,7 +204,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib)
+                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -210,7 +212,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         print(f"check_forward: FAIL {model_path}: {e}", file=sys.stderr)
         return 1
     trace: dict = {}
-    ref = reference_forward.forward_model(model, tokens, trace)
+    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16")
     if ns.keep:
         np.save(work / "reference.npy", ref)
     ok, report = evaluate(model, tokens, got, ns.nmse_max, ns.argmax_min, ns.atol, ns.rtol,
@@ -243,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="inject a lost GPU after N GPU nodes (BASALT_GPU_FAIL_AFTER)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
+    p.add_argument("--kv-type", default="", choices=("", "f16", "q8"),
+                   help="the engine's KV cache type (BASALT_KV_TYPE; the reference rounds alike)")
     p.add_argument("--gpu-memory-mib", type=int, default=0, metavar="MIB",
                    help="cap the device memory the engine uses (BASALT_GPU_MEMORY_MIB; as basalt --gpu-memory)")
     ns = p.parse_args(argv)
@@ -263,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.ubatch = ns.ubatch or case.ubatch
         ns.gpu_fail_after = case.gpu_fail_after if ns.gpu_fail_after < 0 else ns.gpu_fail_after
         ns.gpu_memory_mib = ns.gpu_memory_mib or case.gpu_memory_mib
+        ns.kv_type = ns.kv_type or case.kv_type
     config = None
     if make is not None:
         try:

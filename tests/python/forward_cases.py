@@ -39,6 +39,7 @@ class Case:
     ubatch: int = 0                  # tokens per engine batch (BASALT_UBATCH): 0 = all at once
     gpu_fail_after: int = -1         # BASALT_GPU_FAIL_AFTER: the device is "lost" after this many GPU nodes
     gpu_memory_mib: int = 0          # BASALT_GPU_MEMORY_MIB: the device memory the engine may use
+    kv_type: str = ""                # BASALT_KV_TYPE: the engine's KV cache (the reference rounds alike); "" = f16
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -130,6 +131,20 @@ CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_l
 CASES += [Case("gpu_all_llama_q8_0_partial", ("--arch", "llama", "--type", "q8_0", "--n-embd", "512", "--n-layer", "3",
                                               "--n-head", "8", "--n-head-kv", "2", "--n-ff", "1536"),
                n_tokens=24, gpu="all", gpu_memory_mib=3)]
+
+# The q8 KV cache (--kv-type q8; the reference rounds K and V alike): head
+# dims 64 and 32, GQA, a long context, the real model; on the CPU and on the
+# device (whole model, attention decoding token by token, and the device lost
+# mid-run, so the CPU's q8 cache takes over).
+_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real")),
+       ("all", ("llama_q8_0_4layers_long", "smollm2_real")),
+       ("attn", ("llama_gqa4_f32",)))
+CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8")
+          for g, names in _Q8 for n in names]
+CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name="gpu_attn_kv_q8_decode", gpu="attn", ubatch=1,
+                              kv_type="q8"),
+          dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name="gpu_all_kv_q8_lost_after_100", gpu="all",
+                              ubatch=7, gpu_fail_after=100, kv_type="q8")]
 
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

@@ -119,7 +119,21 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float,
     return out
 
 
-def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
+    """What the engine's KV cache holds of x [n_tok, n_kv, hd]. f16: x (its
+    rounding error is far inside every bound); q8 (basalt --kv-type q8): per
+    (token, head) int8 with scale max|x| / 127, x * (127 / max|x|) rounded to
+    nearest even, as core/runtime/kv_cache.cpp's quantize_kv_q8."""
+    if kv_type != "q8":
+        return x
+    x32 = x.astype(np.float32)
+    amax = np.abs(x32).max(axis=-1, keepdims=True)
+    inv = np.float32(127) / np.where(amax > 0, amax, np.float32(1))
+    q = np.rint(x32 * np.where(amax > 0, inv, np.float32(0)))
+    return (q * (amax / np.float32(127))).astype(x.dtype)
+
+
+def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16") -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
     p = f"blk.{i}."
     n_tok, hd = h.shape[0], m.head_dim
@@ -135,7 +149,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray) -> np.ndarray:
     v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
     neox = ROPE_NEOX[m.arch]
     q = rope(q, pos, m.n_rot, m.rope_base, m.rope_scale, neox)
-    k = rope(k, pos, m.n_rot, m.rope_base, m.rope_scale, neox)
+    k = round_kv(rope(k, pos, m.n_rot, m.rope_base, m.rope_scale, neox), kv_type)
+    v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
     v = np.repeat(v, group, axis=1)
@@ -184,8 +199,9 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
     return out
 
 
-def forward_model(m: Model, tokens: list[int], trace: dict | None = None) -> np.ndarray:
-    """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1.
+def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_type: str = "f16") -> np.ndarray:
+    """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1, with
+    the engine's KV cache type (round_kv).
 
     trace, if given, receives "router_margin": [n_tokens], the smallest
     router_margin over the MoE layers (absent for dense models)."""
@@ -198,7 +214,7 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None) -> np.
     x = m.get("token_embd.weight", rows=ids)                      # [n_tok, d]
     for i in range(m.n_layer):
         p = f"blk.{i}."
-        x = x + attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos)
+        x = x + attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type)
         x = x + ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace)
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Every attention variant (ISA) against the scalar reference attention_ref:
-// head sizes, GQA ratios, batches of 1 to 17 tokens, up to 4100 positions of
-// context, two sequences in one batch, chunked prefill; and the vector exp.
+// Every attention variant (ISA) against the scalar reference attention_ref,
+// on an f16 and a q8 cache: head sizes, GQA ratios, batches of 1 to 17
+// tokens, up to 4100 positions of context, two sequences in one batch,
+// chunked prefill; the vector exp; the cache's layout and q8 rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,12 +79,10 @@ void fill_cache(KvCache& kv, const Case& c) {
   for (int64_t layer = 0; layer < 2; ++layer)
     for (size_t s = 0; s < c.ctx.size(); ++s)
       for (int32_t p = 0; p < c.ctx[s]; ++p) {
-        std::vector<uint16_t> key(static_cast<size_t>(kv.kv_dim())), value(key.size());
-        for (int64_t i = 0; i < kv.kv_dim(); ++i) {
-          key[static_cast<size_t>(i)] = f32_to_f16(nd(rng));
-          value[static_cast<size_t>(i)] = f32_to_f16(nd(rng));
-        }
-        kv.set(layer, static_cast<int>(s), p, key.data(), value.data());
+        std::vector<float> key(static_cast<size_t>(kv.kv_dim())), value(key.size());
+        for (float& x : key) x = nd(rng);
+        for (float& x : value) x = nd(rng);
+        kv.store(layer, static_cast<int>(s), p, key.data(), value.data());
       }
 }
 
@@ -127,9 +126,9 @@ int64_t n_ctx_of(const Case& c) {
 }
 
 // Runs one variant (nullptr: the reference) on a fresh cache; returns the output, and the cache.
-std::vector<float> run(const Case& c, const Isa* isa, std::vector<uint16_t>* cache_out = nullptr) {
+std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr) {
   const ModelSpec spec = spec_of(c);
-  KvCache kv(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()));
+  KvCache kv(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
   fill_cache(kv, c);
   Inputs in = make_inputs(c, spec);
   std::vector<float> out(in.q.size(), NAN);
@@ -176,23 +175,42 @@ std::vector<Isa> vector_isas() {
 
 TEST(Attention, EveryVariantMatchesReference) {
   const std::vector<Isa> isas = vector_isas();
+  for (KvType type : {KvType::f16, KvType::q8}) {
+    double worst = 0;
+    for (const Case& c : kCases) {
+      const std::string name = c.name() + " kv " + kv_type_name(type);
+      std::vector<float> ref_cache, cache;
+      const std::vector<float> ref = run(c, nullptr, type, &ref_cache);
+      ASSERT_TRUE(all_finite(ref)) << name;
+      const Isa scalar = Isa::scalar;
+      EXPECT_TRUE(run(c, &scalar, type) == ref) << "BASALT_ISA=scalar runs the reference: " << name;
+      for (Isa isa : isas) {
+        const std::vector<float> got = run(c, &isa, type, &cache);
+        EXPECT_TRUE(all_finite(got)) << isa_name(isa) << " " << name;
+        const double e = nmse(got, ref);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, kMaxNmse) << isa_name(isa) << " " << name;
+        EXPECT_TRUE(cache == ref_cache) << isa_name(isa) << " stored other K/V: " << name;
+      }
+    }
+    std::printf("[ info ] kv %s: worst NMSE against the reference: %.3g (bound %.0e)\n", kv_type_name(type), worst,
+                kMaxNmse);
+  }
+}
+
+// The q8 cache against the f16 one, through the reference: int8 with a scale
+// per (position, KV head) keeps attention's output within NMSE 1e-4 of f16's
+// for scores of order 1, 1e-3 for a sharp softmax (scores of tens, where a
+// key's rounding error dq moves its weight by e^(q.dq)): measured <1e-4 and
+// 5.6e-4. A wrong scale or layout gives ~1.
+TEST(Attention, Q8CacheStaysCloseToF16) {
   double worst = 0;
   for (const Case& c : kCases) {
-    std::vector<uint16_t> ref_cache, cache;
-    const std::vector<float> ref = run(c, nullptr, &ref_cache);
-    ASSERT_TRUE(all_finite(ref)) << c.name();
-    const Isa scalar = Isa::scalar;
-    EXPECT_TRUE(run(c, &scalar) == ref) << "BASALT_ISA=scalar runs the reference: " << c.name();
-    for (Isa isa : isas) {
-      const std::vector<float> got = run(c, &isa, &cache);
-      EXPECT_TRUE(all_finite(got)) << isa_name(isa) << " " << c.name();
-      const double e = nmse(got, ref);
-      worst = std::max(worst, e);
-      EXPECT_LE(e, kMaxNmse) << isa_name(isa) << " " << c.name();
-      EXPECT_TRUE(cache == ref_cache) << isa_name(isa) << " stored other K/V bits: " << c.name();
-    }
+    const double e = nmse(run(c, nullptr, KvType::q8), run(c, nullptr, KvType::f16));
+    worst = std::max(worst, e);
+    EXPECT_LE(e, c.q_scale > 1 ? 1e-3 : 1e-4) << c.name();
   }
-  std::printf("[ info ] worst NMSE against the reference: %.3g (bound %.0e)\n", worst, kMaxNmse);
+  std::printf("[ info ] q8 cache: worst NMSE against f16: %.3g\n", worst);
 }
 
 // One thread: no key range is split, so the pieces' merge is the trivial one.
@@ -200,10 +218,12 @@ TEST(Attention, OneThreadMatchesReference) {
   const int threads = thread_count();
   set_thread_count(1);
   const Case cases[] = {{64, 3, 3, {4099}, {1}}, {128, 1, 8, {4083}, {17}}, {64, 2, 3, {0, 0}, {5, 3}, true}};
-  for (const Case& c : cases) {
-    const std::vector<float> ref = run(c, nullptr);
-    for (Isa isa : vector_isas()) EXPECT_LE(nmse(run(c, &isa), ref), kMaxNmse) << isa_name(isa) << " " << c.name();
-  }
+  for (const Case& c : cases)
+    for (KvType type : {KvType::f16, KvType::q8}) {
+      const std::vector<float> ref = run(c, nullptr, type);
+      for (Isa isa : vector_isas())
+        EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse) << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
+    }
   set_thread_count(threads);
 }
 
@@ -215,8 +235,9 @@ TEST(Attention, ChunkedPrefillEqualsOneBatch) {
   const int64_t n = in.batch.size(), qd = spec.q_dim(), kvd = spec.kv_dim();
   std::vector<Isa> isas = vector_isas();
   isas.push_back(Isa::scalar);
-  for (Isa isa : isas) {
-    KvCache whole_kv(spec, n, 1), chunk_kv(spec, n, 1);
+  for (Isa isa : isas)
+    for (KvType type : {KvType::f16, KvType::q8}) {
+    KvCache whole_kv(spec, n, 1, type), chunk_kv(spec, n, 1, type);
     std::vector<float> whole(static_cast<size_t>(n * qd)), chunked(whole.size());
     cpu::attention(in.q.data(), in.k.data(), in.v.data(), whole.data(), in.batch, whole_kv, 0, spec, isa);
     for (int64_t t0 = 0; t0 < n;) {
@@ -227,7 +248,7 @@ TEST(Attention, ChunkedPrefillEqualsOneBatch) {
                      chunk_kv, 0, spec, isa);
       t0 += len;
     }
-    EXPECT_LE(nmse(chunked, whole), 1e-12) << isa_name(isa);
+    EXPECT_LE(nmse(chunked, whole), 1e-12) << isa_name(isa) << " " << kv_type_name(type);
   }
 }
 
@@ -262,8 +283,8 @@ TEST(Attention, VectorExp) {
 }
 
 // Per block of kBlock positions and KV head: keys transposed (what the
-// kernels read as vectors), values as rows; every (layer, sequence, position)
-// its own.
+// kernels read as vectors), values as rows, q8 scales after each; every
+// (layer, sequence, position) its own.
 TEST(KvCache, BlocksPerHead) {
   ModelSpec spec;
   spec.n_layer = 2;
@@ -272,32 +293,96 @@ TEST(KvCache, BlocksPerHead) {
   spec.n_embd = 24;
   constexpr int64_t B = KvCache::kBlock;
   const int64_t n_ctx = 2 * B + 5, kvd = spec.kv_dim(), hd = spec.head_dim;
-  KvCache kv(spec, n_ctx, 2);
-  auto item = [&](int64_t layer, int seq, int64_t pos, int64_t i) {
-    return static_cast<uint16_t>(((layer * 2 + seq) * n_ctx + pos) * kvd + i);
+  // Distinct values, exact in f16 and, per head, in q8 (integers up to 127 with a head's largest 127: scale 1).
+  auto item = [&](int64_t layer, int seq, int64_t pos, int64_t i, bool value) {
+    const int64_t d = i % hd;
+    const float x = d == 0 ? 127.0f : static_cast<float>(((layer * 2 + seq) * n_ctx + pos + 3 * i) % 120);
+    return value ? -x : x;
   };
-  for (int64_t layer = 0; layer < 2; ++layer)
-    for (int seq = 0; seq < 2; ++seq)
-      for (int64_t pos = 0; pos < n_ctx; ++pos) {
-        std::vector<uint16_t> key(static_cast<size_t>(kvd)), value(key.size());
-        for (int64_t i = 0; i < kvd; ++i) {
-          key[static_cast<size_t>(i)] = item(layer, seq, pos, i);
-          value[static_cast<size_t>(i)] = static_cast<uint16_t>(~item(layer, seq, pos, i));
+  for (KvType type : {KvType::f16, KvType::q8}) {
+    KvCache kv(spec, n_ctx, 2, type);
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int seq = 0; seq < 2; ++seq)
+        for (int64_t pos = 0; pos < n_ctx; ++pos) {
+          std::vector<float> key(static_cast<size_t>(kvd)), value(key.size());
+          for (int64_t i = 0; i < kvd; ++i) {
+            key[static_cast<size_t>(i)] = item(layer, seq, pos, i, false);
+            value[static_cast<size_t>(i)] = item(layer, seq, pos, i, true);
+          }
+          kv.store(layer, seq, pos, key.data(), value.data());
         }
-        kv.set(layer, seq, pos, key.data(), value.data());
+    auto element = [&](const uint8_t* blocks, int64_t at) {
+      return type == KvType::f16 ? f16_to_f32(reinterpret_cast<const uint16_t*>(blocks)[at])
+                                 : static_cast<float>(reinterpret_cast<const int8_t*>(blocks)[at]);
+    };
+    auto scale = [&](const uint8_t* block, int64_t h, int64_t j) {
+      float s;
+      std::memcpy(&s, block + kv.scales_offset() + (h * B + j) * 4, 4);
+      return s;
+    };
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int seq = 0; seq < 2; ++seq)
+        for (int64_t pos = 0; pos < n_ctx; ++pos)
+          for (int64_t i = 0; i < kvd; ++i) {
+            const uint8_t* kb = kv.key_blocks(layer, seq) + pos / B * kv.block_bytes();
+            const uint8_t* vb = kv.value_blocks(layer, seq) + pos / B * kv.block_bytes();
+            const int64_t h = i / hd, d = i % hd, j = pos % B;
+            ASSERT_EQ(element(kb, (h * hd + d) * B + j), item(layer, seq, pos, i, false)) << kv_type_name(type);
+            ASSERT_EQ(element(vb, (h * B + j) * hd + d), item(layer, seq, pos, i, true)) << kv_type_name(type);
+            if (type == KvType::q8) {
+              ASSERT_EQ(scale(kb, h, j), 1.0f);
+              ASSERT_EQ(scale(vb, h, j), 1.0f);
+            }
+            ASSERT_EQ(kv.key(layer, seq, pos, i), item(layer, seq, pos, i, false));
+            ASSERT_EQ(kv.value(layer, seq, pos, i), item(layer, seq, pos, i, true));
+          }
+    const int64_t block = type == KvType::f16 ? B * kvd * 2 : B * kvd + B * 3 * 4;
+    EXPECT_EQ(kv.block_bytes(), block);
+    EXPECT_EQ(kv.bytes(), KvCache::bytes(2, 3, 8, n_ctx, 2, type));
+    EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 2 * 3 * block));
+  }
+}
+
+// q8: scale max|x| / 127, each element x * (127 / max|x|) rounded to nearest
+// even, so the largest is +-127 and every error at most half a step.
+TEST(KvCache, Q8Rounding) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0, 5);
+  for (int64_t n : {1, 7, 64, 128, 256}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = nd(rng);
+    std::vector<int8_t> q(x.size());
+    const float d = quantize_kv_q8(x.data(), n, q.data());
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(d, amax / 127);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(q[i], static_cast<int8_t>(std::nearbyint(x[i] * (127 / amax))));
+      EXPECT_LE(std::fabs(x[i] - d * q[i]), 0.5f * d * 1.0001f);
+      if (std::fabs(x[i]) == amax) {
+        EXPECT_EQ(std::abs(q[i]), 127);
       }
-  for (int64_t layer = 0; layer < 2; ++layer)
-    for (int seq = 0; seq < 2; ++seq)
-      for (int64_t pos = 0; pos < n_ctx; ++pos)
-        for (int64_t i = 0; i < kvd; ++i) {
-          const int64_t at = pos / B * kv.block_stride(), h = i / hd, d = i % hd;
-          ASSERT_EQ(kv.key_blocks(layer, seq)[at + (h * hd + d) * B + pos % B], item(layer, seq, pos, i));
-          ASSERT_EQ(kv.value_blocks(layer, seq)[at + (h * B + pos % B) * hd + d], static_cast<uint16_t>(~item(layer, seq, pos, i)));
-          ASSERT_EQ(kv.key(layer, seq, pos, i), item(layer, seq, pos, i));
-          ASSERT_EQ(kv.value(layer, seq, pos, i), static_cast<uint16_t>(~item(layer, seq, pos, i)));
-        }
-  EXPECT_EQ(kv.bytes(), KvCache::bytes(2, n_ctx, kvd, 2));
-  EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 2 * 3 * B * kvd * 2));
+    }
+  }
+  // Ties go to even: 0.5 and 1.5 steps (max 127, so the step is 1).
+  const float x[] = {0.5f, 1.5f, -2.5f, 127.0f};
+  int8_t q[4];
+  EXPECT_EQ(quantize_kv_q8(x, 4, q), 1.0f);
+  EXPECT_EQ(q[0], 0);
+  EXPECT_EQ(q[1], 2);
+  EXPECT_EQ(q[2], -2);
+  // All zeros: scale 0, zeros; an infinity or a NaN stays in range (no undefined conversion).
+  const float zeros[3] = {};
+  EXPECT_EQ(quantize_kv_q8(zeros, 3, q), 0.0f);
+  EXPECT_EQ(q[0] | q[1] | q[2], 0);
+  const float bad[3] = {NAN, 1.0f, INFINITY};
+  quantize_kv_q8(bad, 3, q);
+  for (int8_t v : {q[0], q[1], q[2]}) EXPECT_LE(std::abs(v), 127);
+  // A stride: keys are stored transposed.
+  int8_t strided[8] = {};
+  quantize_kv_q8(x, 4, strided, 2);
+  EXPECT_EQ(strided[2], 2);
+  EXPECT_EQ(strided[6], 127);
 }
 
 }  // namespace

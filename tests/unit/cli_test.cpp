@@ -35,7 +35,8 @@ std::string model_arg() { return "-m " + test::smollm2_path(); }
 TEST(Cli, InfoDescribesTheModel) {
   Result r = basalt_cmd("info " + test::smollm2_path());
   ASSERT_EQ(r.rc, 0) << r.out;
-  for (const char* s : {"architecture    llama", "layers          30", "Q4_1", "qa4/f16_affine", "vocabulary      49152", "KV cache"})
+  for (const char* s : {"architecture    llama", "layers          30", "Q4_1", "qa4/f16_affine", "vocabulary      49152", "KV cache",
+                        "with --kv-type q8"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
@@ -104,6 +105,26 @@ TEST(Cli, BadOptionValuesAreRejected) {
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi -n abc").rc, 0);
   EXPECT_NE(basalt_cmd("frobnicate").rc, 0);
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --gpu bogus").rc, 0);
+  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --kv-type q4").rc, 0);
+}
+
+// The q8 KV cache: the same greedy answer as f16 on the default model (the
+// continuation after it may part at a near-tie: int8 keys move scores), and
+// bench reports the cache's type and what a position of it costs (half of f16's, and the scales).
+TEST(Cli, Q8KvCacheRunsAndBenches) {
+  const std::string run = "run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0";
+  Result f16 = basalt_cmd(run), q8 = basalt_cmd(run + " --kv-type q8");
+  ASSERT_EQ(q8.rc, 0) << q8.out;
+  auto text = [](const std::string& s) { return s.substr(s.find('\n') + 1, s.find("basalt: prefill") - s.find('\n') - 1); };
+  EXPECT_EQ(text(q8.out).substr(0, 8), " Paris.\n") << q8.out;
+  EXPECT_EQ(text(f16.out).substr(0, 8), " Paris.\n") << f16.out;
+  Result b = basalt_cmd("bench " + model_arg() + " -p 8 -n 4 -r 1 --json --kv-type q8");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  const nlohmann::json j = nlohmann::json::parse(b.out.substr(b.out.rfind("\n{") + 1));
+  EXPECT_EQ(j["kv_type"].get<std::string>(), "q8");
+  // SmolLM2: 30 layers x K and V x 3 KV heads x (64 int8 + a 4-byte scale)
+  EXPECT_EQ(j["kv_position_bytes"].get<int64_t>(), 30 * 2 * 3 * (64 + 4));
+  EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0);
 }
 
 // bench --json: one object with the speeds and what ran where (llama-bench's fields and ours).
@@ -143,10 +164,14 @@ TEST(Cli, GpuWithoutADeviceRunsOnTheCpu) {
   Result aut = basalt_cmd(run + " --gpu auto");
   ASSERT_EQ(aut.rc, 0) << aut.out;
   EXPECT_NE(aut.out.find("Paris"), std::string::npos) << aut.out;
-  if (gpu::pick_gpu(gpus, /*allow_cpu=*/false) < 0) EXPECT_NE(aut.out.find("running on the CPU"), std::string::npos) << aut.out;
+  if (gpu::pick_gpu(gpus, /*allow_cpu=*/false) < 0) {
+    EXPECT_NE(aut.out.find("running on the CPU"), std::string::npos) << aut.out;
+  }
   Result listed = basalt_cmd("info --gpus");
   ASSERT_EQ(listed.rc, 0) << listed.out;
-  if (!gpus.empty()) EXPECT_NE(listed.out.find(gpus[0].name), std::string::npos) << listed.out;
+  if (!gpus.empty()) {
+    EXPECT_NE(listed.out.find(gpus[0].name), std::string::npos) << listed.out;
+  }
 #endif
   Result none_listed = basalt_cmd("info --gpus", "", "VK_ICD_FILENAMES=/nonexistent");
   ASSERT_EQ(none_listed.rc, 0) << none_listed.out;

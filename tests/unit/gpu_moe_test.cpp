@@ -109,7 +109,9 @@ TEST(GpuMoe, RouteMatchesCpuTopK) {
     ASSERT_EQ(r.first[0], 0u) << what;
     size_t active = 0;
     for (int64_t e = 0; e < c.n_expert; ++e)
-      if (count[e]) EXPECT_EQ(r.active[active++], e) << what;
+      if (count[e]) {
+        EXPECT_EQ(r.active[active++], e) << what;
+      }
     for (; active < r.active.size(); ++active) EXPECT_EQ(r.active[active], c.n_expert) << what;
     for (int64_t e = 0; e < c.n_expert; ++e) {
       ASSERT_EQ(r.first[e + 1] - r.first[e], count[e]) << what << ": expert " << e;
@@ -133,7 +135,9 @@ void check_grouped(gpu::Device& dev, const Weight& w, int64_t n_tok, int64_t k, 
   const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng);
   const std::vector<float> x = random_floats(static_cast<size_t>((gather ? n_tok : T) * ldx), rng);
   const gpu::GpuMatrix m = gpu::upload_matrix(dev, w, max_part_bytes);
-  if (max_part_bytes) EXPECT_GT(m.parts.size(), 1u);
+  if (max_part_bytes) {
+    EXPECT_GT(m.parts.size(), 1u);
+  }
   const size_t words = gpu::moe_route_words(n_tok, E, k);
   gpu::Buffer lb(dev, logits.size() * 4, gpu::Memory::device, "logits"), rb(dev, words * 4, gpu::Memory::device, "route");
   gpu::Buffer xb(dev, x.size() * 4, gpu::Memory::device, "x"), yb(dev, static_cast<size_t>(T * ldy) * 4, gpu::Memory::device, "y");

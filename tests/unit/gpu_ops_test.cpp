@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -150,7 +151,9 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
     }
   }
   const gpu::GpuMatrix m = gpu::upload_matrix(dev, w, max_part_bytes);
-  if (max_part_bytes) EXPECT_GT(m.parts.size(), 1u);
+  if (max_part_bytes) {
+    EXPECT_GT(m.parts.size(), 1u);
+  }
   gpu::Buffer xb(dev, x.size() * 4, gpu::Memory::device, "x"), yb(dev, got.size() * 4, gpu::Memory::device, "y");
   gpu::Stream s(dev);
   s.upload(xb, x.data(), x.size() * 4);
@@ -326,7 +329,8 @@ struct AttnCase {
 
 // cpu::attention writes the batch's keys and values into the cache and gives
 // the reference; the device reads that cache.
-void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0) {
+void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
+                     KvType type = KvType::f16) {
   ModelSpec spec;
   spec.n_layer = 1;
   spec.n_head_kv = c.n_kv;
@@ -334,7 +338,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   spec.head_dim = spec.rope_dim = c.head_dim;
   spec.n_embd = spec.n_head * spec.head_dim;
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
-  KvCache kv(spec, n_ctx, 1);
+  KvCache kv(spec, n_ctx, 1, type);
   for (int64_t p0 = 0; p0 < c.depth; p0 += 256) {  // the past, through the op itself
     Batch b;
     for (int64_t p = p0; p < std::min(c.depth, p0 + 256); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
@@ -347,7 +351,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
   std::vector<float> want(q.size()), got(q.size());
   cpu::attention(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
-  if (window > 0) {  // the CPU has no windowed attention: a float64 one over the cache's f16 contents
+  if (window > 0) {  // the CPU has no windowed attention: a float64 one over the cache's contents
     const int64_t hd = c.head_dim, group = c.ratio;
     for (int64_t t = 0; t < c.n_tok; ++t)
       for (int64_t h = 0; h < spec.n_head; ++h) {
@@ -356,7 +360,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
         double mx = -INFINITY;
         for (int64_t p = first; p <= pos; ++p) {
           double dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += q[t * qd + h * hd + d] * f16_to_f32(kv.key(0, 0, p, kvh * hd + d));
+          for (int64_t d = 0; d < hd; ++d) dot += q[t * qd + h * hd + d] * kv.key(0, 0, p, kvh * hd + d);
           sc.push_back(dot / std::sqrt(static_cast<double>(hd)));
           mx = std::max(mx, sc.back());
         }
@@ -364,24 +368,24 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
         for (double& x : sc) l += (x = std::exp(x - mx));
         for (int64_t d = 0; d < hd; ++d) {
           double o = 0;
-          for (int64_t p = first; p <= pos; ++p) o += sc[p - first] * f16_to_f32(kv.value(0, 0, p, kvh * hd + d));
+          for (int64_t p = first; p <= pos; ++p) o += sc[p - first] * kv.value(0, 0, p, kvh * hd + d);
           want[t * qd + h * hd + d] = static_cast<float>(o / l);
         }
       }
   }
 
-  const size_t cache_elems = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_stride());
+  const size_t cache_bytes = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_bytes());
   gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
-  gpu::Buffer kb(dev, cache_elems * 2, gpu::Memory::device, "k"), vb(dev, cache_elems * 2, gpu::Memory::device, "v");
+  gpu::Buffer kb(dev, cache_bytes, gpu::Memory::device, "k"), vb(dev, cache_bytes, gpu::Memory::device, "v");
   gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos");
   gpu::Stream s(dev);
   s.upload(qb, q.data(), q.size() * 4);
-  s.upload(kb, kv.key_blocks(0, 0), cache_elems * 2);
-  s.upload(vb, kv.value_blocks(0, 0), cache_elems * 2);
+  s.upload(kb, kv.key_blocks(0, 0), cache_bytes);
+  s.upload(vb, kv.value_blocks(0, 0), cache_bytes);
   s.upload(pb, b.pos.data(), b.pos.size() * 4);
   gpu::Buffer partial(dev, gpu::attention_partial_bytes(c.head_dim), gpu::Memory::device, "partials");
   for (bool split : {false, true}) {  // one workgroup per (token, head), and split-K where it applies
-    gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, 0, kv.block_stride(), &pb, 0, &ob, 0, qd,
+    gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, type, 0, kv.block_bytes(), &pb, 0, &ob, 0, qd,
                         c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
@@ -390,7 +394,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     s.finish();
     EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
                                      << " depth " << c.depth << " tokens " << c.n_tok << " window " << window
-                                     << (split ? " split-K" : "");
+                                     << (split ? " split-K" : "") << " kv " << kv_type_name(type);
   }
 }
 
@@ -410,7 +414,8 @@ TEST(GpuOps, AttentionMatchesCpu) {
       {64, 1, 16, 200, 3},  // two workgroups per KV head
   };
   testutil::for_each_variant(*dev, [&] {
-    for (const AttnCase& c : cases) check_attention(*dev, c, rng);
+    for (const AttnCase& c : cases)
+      for (KvType type : {KvType::f16, KvType::q8}) check_attention(*dev, c, rng, 0, type);
   });
 }
 
@@ -420,7 +425,85 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
   testutil::for_each_variant(*dev, [&] {
     for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
     check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
+    check_attention(*dev, {64, 2, 2, 200, 3}, rng, 50, KvType::q8);
   });
+}
+
+// kv_store writes what KvCache::store writes: f16 the same bits; q8 the same
+// int8 values and scales, but for GLSL's division (an ulp off at most), which
+// may move a rare element by one step. Two sequences, adjacent positions
+// (q8 keys of neighbouring tokens share words), a block boundary.
+TEST(GpuOps, KvStoreMatchesCpuCache) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(13);
+  for (KvType type : {KvType::f16, KvType::q8})
+    for (int64_t head_dim : {64, 128, 36}) {
+      ModelSpec spec;
+      spec.n_layer = 1;
+      spec.n_head = spec.n_head_kv = 3;
+      spec.head_dim = spec.rope_dim = head_dim;
+      spec.n_embd = spec.n_head * head_dim;
+      const int64_t n_ctx = 150, kvd = spec.kv_dim();
+      KvCache want(spec, n_ctx, 2, type);
+      Batch b;
+      for (int32_t p = 60; p < 70; ++p) b.add(0, p, 0, false);  // across the first block's end
+      for (int32_t p : {3, 4, 5, 140}) b.add(0, p, 1, false);
+      const int64_t n = b.size();
+      const auto k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
+      for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
+
+      const size_t per_seq = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * want.block_bytes());
+      std::vector<uint32_t> base(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(b.seq[t] * per_seq);
+      gpu::Buffer kb(*dev, k.size() * 4, gpu::Memory::device, "k"), vb(*dev, v.size() * 4, gpu::Memory::device, "v");
+      gpu::Buffer pb(*dev, n * 4, gpu::Memory::device, "pos"), bb(*dev, n * 4, gpu::Memory::device, "base");
+      gpu::Buffer kc(*dev, 2 * per_seq, gpu::Memory::device, "keys"), vc(*dev, 2 * per_seq, gpu::Memory::device, "values");
+      gpu::Stream s(*dev);
+      s.upload(kb, k.data(), k.size() * 4);
+      s.upload(vb, v.data(), v.size() * 4);
+      s.upload(pb, b.pos.data(), n * 4);
+      s.upload(bb, base.data(), n * 4);
+      s.fill_zero(kc, 0, 2 * per_seq);
+      s.fill_zero(vc, 0, 2 * per_seq);
+      const bool q8 = type == KvType::q8;
+      if (q8 && head_dim % 4) {
+        EXPECT_THROW(gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, want.block_bytes(), type}),
+                     gpu::GpuError);
+        continue;
+      }
+      gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, want.block_bytes(), type});
+      std::vector<uint8_t> keys(2 * per_seq), values(2 * per_seq);
+      s.download(kc, keys.data(), keys.size());
+      s.download(vc, values.data(), values.size());
+      s.finish();
+      int64_t off_by_one = 0, elements = 0;
+      for (int seq = 0; seq < 2; ++seq)
+        for (int kvi = 0; kvi < 2; ++kvi) {
+          const uint8_t* w = kvi == 0 ? want.key_blocks(0, seq) : want.value_blocks(0, seq);
+          const uint8_t* g = (kvi == 0 ? keys.data() : values.data()) + seq * per_seq;
+          for (size_t i = 0; i < per_seq; ++i) {
+            if (!q8 || static_cast<int64_t>(i % want.block_bytes()) < want.scales_offset()) {
+              if (q8) {
+                const int diff = std::abs(int{static_cast<int8_t>(w[i])} - int{static_cast<int8_t>(g[i])});
+                ASSERT_LE(diff, 1) << "byte " << i << " seq " << seq << " head_dim " << head_dim;
+                off_by_one += diff;
+                ++elements;
+              } else {
+                ASSERT_EQ(w[i], g[i]) << "byte " << i << " seq " << seq << " head_dim " << head_dim;
+              }
+              continue;
+            }
+            float ws, gs;  // a scale
+            std::memcpy(&ws, w + i, 4);
+            std::memcpy(&gs, g + i, 4);
+            EXPECT_NEAR(gs, ws, std::fabs(ws) * 2.5e-7f) << "scale at byte " << i << " head_dim " << head_dim;
+            i += 3;
+          }
+        }
+      if (q8) {
+        EXPECT_LE(off_by_one, elements / 1000) << "head_dim " << head_dim;
+      }
+    }
 }
 
 }  // namespace

@@ -81,6 +81,11 @@ void bench(const BenchOptions& o) {
     const bool experts = w->mat_rows < w->rows;
     decode_bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
   }
+  // What a decode step reads of the cache per position of context (every layer's keys and values).
+  const KvType kv_type = parse_kv_type(o.model.kv_type);
+  const int64_t kv_position_bytes =
+      spec.n_layer * 2 * KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type) / KvCache::kBlock;
+  const std::string kv_label = kv_type == KvType::f16 ? "" : std::string(" kv ") + kv_type_name(kv_type);
   if (o.json) {
     const nlohmann::json j = {{"model", spec.name},
                               {"arch", spec.arch},
@@ -93,6 +98,8 @@ void bench(const BenchOptions& o) {
                               {"depth", o.depth},
                               {"reps", o.reps},
                               {"decode_bytes", decode_bytes},
+                              {"kv_type", kv_type_name(kv_type)},
+                              {"kv_position_bytes", kv_position_bytes},
                               {"pp_tokens_per_s", p.mean},
                               {"pp_sd", p.sd},
                               {"tg_tokens_per_s", g.mean},
@@ -105,10 +112,11 @@ void bench(const BenchOptions& o) {
     std::printf("%-28s %8s %6s %10s %18s\n", "model", "threads", "isa", "test", "tokens/s");
     if (!pp.empty())
       std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),
-                  ("pp" + std::to_string(o.n_prompt)).c_str(), p.mean, p.sd);
+                  ("pp" + std::to_string(o.n_prompt) + kv_label).c_str(), p.mean, p.sd);
     if (!tg.empty())
       std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),
-                  ("tg" + std::to_string(o.n_gen) + (o.depth ? "@d" + std::to_string(o.depth) : "")).c_str(), g.mean, g.sd);
+                  ("tg" + std::to_string(o.n_gen) + (o.depth ? "@d" + std::to_string(o.depth) : "") + kv_label).c_str(),
+                  g.mean, g.sd);
   }
 }
 }  // namespace

@@ -38,7 +38,7 @@ void run_perplexity(const PerplexityOptions& o) {
     std::fprintf(stderr, "\rbasalt: perplexity %lld/%lld tokens, %.0f s, ETA %.0f s   ", static_cast<long long>(done),
                  static_cast<long long>(total), s, eta);
   };
-  const PerplexityResult r = perplexity(*model, tokens, o.ctx, stride, o.model.ubatch, progress);
+  const PerplexityResult r = perplexity(*model, tokens, o.ctx, stride, o.model.ubatch, parse_kv_type(o.model.kv_type), progress);
   std::fprintf(stderr, "\n");
   if (o.json)
     std::printf("{\"file\": \"%s\", \"tokens\": %zu, \"scored\": %lld, \"ctx\": %lld, \"stride\": %lld, \"nll\": %.9g, \"perplexity\": %.9g}\n",

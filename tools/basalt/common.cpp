@@ -24,6 +24,10 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
   app.add_option("--quantize", o.quantize,
                  "quantize F32/F16/BF16 weights at load, round-to-nearest: q8 (Q8_0), or q4 (Q4_0; embedding and output Q8_0)")
       ->check(CLI::IsMember({"q8", "q4"}));
+  app.add_option("--kv-type", o.kv_type,
+                 "KV cache type: f16, or q8 (int8 with a scale per position and KV head: half the memory and the "
+                 "bytes decode reads at depth)")
+      ->check(CLI::IsMember({"f16", "q8"}));
   app.add_option("--gpu", o.offload.gpu,
                  "run on a Vulkan GPU: off, auto (a real GPU only, where it pays), all, or a list of attn,experts")
       ->check([](const std::string& v) {
@@ -44,7 +48,7 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
 }
 
 std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int64_t n_ctx, bool verbose) {
-  auto s = std::make_unique<Session>(m, n_ctx, o.ubatch, o.offload);
+  auto s = std::make_unique<Session>(m, n_ctx, o.ubatch, o.offload, parse_kv_type(o.kv_type));
   if (verbose && !s->offload_plan().empty()) std::fprintf(stderr, "basalt: %s\n", s->offload_plan().c_str());
   return s;
 }

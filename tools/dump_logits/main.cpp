@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(ids.size()), V = model->spec().n_vocab;
     const char* ub = std::getenv("BASALT_UBATCH");
     const int64_t ubatch = ub ? std::max(1L, std::atol(ub)) : 512;
-    basalt::KvCache kv(model->spec(), n, 1);
+    const char* kv_type = std::getenv("BASALT_KV_TYPE");
+    basalt::KvCache kv(model->spec(), n, 1, kv_type ? basalt::parse_kv_type(kv_type) : basalt::KvType::f16);
     basalt::OffloadOptions offload;
     if (const char* g = std::getenv("BASALT_GPU")) offload.gpu = g;
     if (const char* m = std::getenv("BASALT_GPU_MEMORY_MIB")) offload.memory_mib = std::atoll(m);

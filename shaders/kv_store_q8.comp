@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// Stores the batch's keys and values (f32 rows [n][kv_dim]) into the device's
+// q8 copy of the KV cache, in the CPU cache's block layout (kv_cache.h): per
+// (KV head, position) int8 values and one f32 scale, rounded as
+// quantize_kv_q8 rounds (scale = max|x| / 127, x * (127 / max|x|) to nearest
+// even; GLSL's division may be off by an ulp, so a rare element can land one
+// step from the CPU's). One workgroup per (KV head, token). Keys are stored
+// transposed, so a key's bytes share words with other tokens' keys: they are
+// written with atomics; a value's bytes are its own, 4 to a word. Offsets in
+// bytes; the caches are read as words.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x = 64) in;
+
+layout(binding = 0) readonly buffer K { float k[]; };
+layout(binding = 1) readonly buffer V { float v[]; };
+layout(binding = 2) readonly buffer Pos { int pos[]; };
+layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block, in bytes
+layout(binding = 4) buffer KC { uint kc[]; };
+layout(binding = 5) buffer VC { uint vc[]; };
+
+layout(push_constant) uniform Params { uint kv_dim, head_dim, block_bytes; } p;
+
+const uint BLOCK = 64, WG = 64, RED_N = 1;
+#include "group_reduce.glsl"
+
+float x_at(bool key, uint i) { return key ? k[i] : v[i]; }
+
+// max|x| over the head's values, for every invocation.
+float head_amax(bool key, uint row) {
+  float m[1];
+  m[0] = 0.0;
+  for (uint d = gl_LocalInvocationID.x; d < p.head_dim; d += WG) m[0] = max(m[0], abs(x_at(key, row + d)));
+  group_reduce(m, true);
+  return m[0];
+}
+
+uint quantize(float x, float inv) { return uint(int(clamp(roundEven(x * inv), -127.0, 127.0))) & 0xFFu; }
+
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, j = gl_LocalInvocationID.x, hd = p.head_dim;
+  const uint ps = uint(pos[t]), jj = ps % BLOCK, row = t * p.kv_dim + h * hd;
+  const uint blk = base[t] + (ps / BLOCK) * p.block_bytes;  // bytes
+  const uint scale_word = (blk + p.kv_dim * BLOCK + (h * BLOCK + jj) * 4) / 4;
+
+  const float ka = head_amax(true, row), kinv = ka > 0.0 ? 127.0 / ka : 0.0;
+  for (uint d = j; d < hd; d += WG) {
+    const uint byte = blk + (h * hd + d) * BLOCK + jj, shift = (byte % 4) * 8;
+    atomicAnd(kc[byte / 4], ~(0xFFu << shift));
+    atomicOr(kc[byte / 4], quantize(k[row + d], kinv) << shift);
+  }
+  if (j == 0) kc[scale_word] = floatBitsToUint(ka / 127.0);
+
+  const float va = head_amax(false, row), vinv = va > 0.0 ? 127.0 / va : 0.0;
+  const uint vrow = (blk + (h * BLOCK + jj) * hd) / 4;  // head_dim is a multiple of 4
+  for (uint w = j; w < hd / 4; w += WG) {
+    uint word = 0;
+    for (uint b = 0; b < 4; ++b) word |= quantize(v[row + w * 4 + b], vinv) << (8 * b);
+    vc[vrow + w] = word;
+  }
+  if (j == 0) vc[scale_word] = floatBitsToUint(va / 127.0);
+}
