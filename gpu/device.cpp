@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "gpu/pipeline.h"
 
@@ -57,14 +59,28 @@ GpuKind kind_of(VkPhysicalDeviceType t) {
   }
 }
 
-// The 1.1 and 1.2 feature structs, chained.
+constexpr const char* kIntegerDotExtension = "VK_KHR_shader_integer_dot_product";
+
+bool has_extension(VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  if (vk().vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> ext(n);
+  if (vk().vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data()) != VK_SUCCESS) return false;
+  for (const VkExtensionProperties& e : ext)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+// The 1.1 and 1.2 feature structs, chained, and the integer dot product's where the extension is there.
 struct Features {
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  Features() {
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  explicit Features(bool with_dot) {
     f2.pNext = &f11;
     f11.pNext = &f12;
+    if (with_dot) f12.pNext = &dot;
   }
 };
 
@@ -106,11 +122,13 @@ GpuInfo read_info(VkPhysicalDevice pd, int index) {
   g.max_alloc_bytes = m3.maxMemoryAllocationSize;
   g.driver = std::string(drv.driverName) + (drv.driverInfo[0] ? std::string(" ") + drv.driverInfo : "");
 
-  Features f;
+  const bool dot_extension = has_extension(pd, kIntegerDotExtension);
+  Features f(dot_extension);
   vk().vkGetPhysicalDeviceFeatures2(pd, &f.f2);
   g.storage16 = f.f11.storageBuffer16BitAccess;
   g.float16 = f.f12.shaderFloat16;
   g.storage8 = f.f12.storageBuffer8BitAccess && f.f12.shaderInt8;
+  g.integer_dot = dot_extension && f.dot.shaderIntegerDotProduct;
   return g;
 }
 
@@ -143,6 +161,7 @@ std::string GpuInfo::describe() const {
   if (subgroup_size) s += ", subgroup " + std::to_string(subgroup_size);
   if (float16) s += ", fp16";
   if (storage8) s += ", int8";
+  if (integer_dot) s += ", int8 dot";
   s += ", " + gib(device_local_bytes);
   if (unified_memory) s += " shared with the host";
   if (!usable()) s += " (unusable: needs Vulkan 1.2 with 16-bit storage)";
@@ -210,15 +229,20 @@ std::unique_ptr<Device> Device::open(int index) {
   qi.queueCount = 1;
   qi.pQueuePriorities = &priority;
   // Enable what the shaders may use, where present.
-  Features want;
+  Features want(d->info_.integer_dot);
   want.f11.storageBuffer16BitAccess = d->info_.storage16;
   want.f12.shaderFloat16 = d->info_.float16;
   want.f12.shaderInt8 = d->info_.storage8;
   want.f12.storageBuffer8BitAccess = d->info_.storage8;
+  want.dot.shaderIntegerDotProduct = d->info_.integer_dot;
   VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   ci.pNext = &want.f2;
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &qi;
+  if (d->info_.integer_dot) {
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = &kIntegerDotExtension;
+  }
   vk_check(vk().vkCreateDevice(d->physical_, &ci, nullptr, &d->device_), "vkCreateDevice (" + d->info_.name + ")");
   vk().vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);
   return d;

@@ -27,6 +27,7 @@ struct GpuInfo {
   bool float16 = false;              // shaderFloat16
   bool storage16 = false;            // storageBuffer16BitAccess
   bool storage8 = false;             // storageBuffer8BitAccess + shaderInt8
+  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product (dot products of 4 packed int8)
   uint64_t device_local_bytes = 0;   // the largest device-local heap
   uint64_t max_alloc_bytes = 0;      // maxMemoryAllocationSize
   uint64_t max_storage_range = 0;    // maxStorageBufferRange: the most one binding can span
@@ -67,10 +68,11 @@ class Device {
   // The pipeline for spec, made on first use.
   const Pipeline& pipeline(const PipelineSpec& spec);
 
-  // Shaders with a variant by device feature (subgroup operations) take it
-  // unless the device is kept to the portable ones (BASALT_GPU_PORTABLE=1, a
-  // driver's bug; set_portable: tests of both).
+  // Shaders with a variant by device feature (subgroup operations, integer
+  // dot products) take it unless the device is kept to the portable ones
+  // (BASALT_GPU_PORTABLE=1, a driver's bug; set_portable: tests of both).
   bool subgroups() const { return info_.subgroup_arithmetic && !portable_; }
+  bool integer_dot() const { return info_.integer_dot && !portable_; }
   bool portable() const { return portable_; }
   void set_portable(bool portable) { portable_ = portable; }
   // "name_subgroup" where the device takes that variant, else name.

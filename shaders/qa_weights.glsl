@@ -24,6 +24,56 @@ float f16_at(uint word_base, uint lane) { return unpackHalf2x16(w[word_base + la
 uint u8_at(uint word_base, uint i) { return (w[word_base + i / 4] >> (8 * (i % 4))) & 255u; }
 float i8_at(uint word_base, uint i) { return float(int(u8_at(word_base, i) << 24) >> 24); }
 
+// The scale and bias of each half of block j of the group at word grp (its
+// scales at word sc) for one lane: weight k = d[k / 16] * q[k] + m[k / 16].
+void qa_scales(uint grp, uint sc, uint lane, out vec2 d, out vec2 m) {
+#if SCALES == 0
+  const float s = f16_at(sc, lane);
+  d = vec2(s);
+  m = vec2(BITS == 8 ? 0.0 : -8.0 * s);
+#elif SCALES == 1
+  d = vec2(f16_at(sc, lane));
+  m = vec2(f16_at(sc + 8, lane));
+#elif SCALES == 2
+  const float s = f16_at(sc, lane);
+  d = vec2(s);
+  m = vec2(-s * f16_at(sc + 8, lane));
+#elif SCALES == 3
+  d = vec2(f16_at(grp, lane) * float(u8_at(sc, lane)));
+  m = vec2(-f16_at(grp + 8, lane) * float(u8_at(sc, 16 + lane)));
+#else
+  const float s = f16_at(grp, lane);
+  d = vec2(s * i8_at(sc, lane), s * i8_at(sc, 16 + lane));
+  m = -32.0 * d;
+#endif
+}
+
+// Block b (32 weights) of one lane as 8 words of 4 unsigned bytes, weights
+// 4c .. 4c + 3 in word c, each weight k = d[k / 16] * u[k] + m[k / 16] (8
+// bits: u = q + 128, the bias taking the offset), for integer dot products.
+void qa_block_packed(uint tile_base, uint b, uint lane, out uint u[8], out vec2 d, out vec2 m) {
+  const uint grp = tile_base + (b / G) * GROUP_WORDS, j = b % G;
+  const uint sc = grp + HEADER_WORDS + j * SCALE_WORDS, qb = grp + HEADER_WORDS + G * SCALE_WORDS + j * QUANT_WORDS;
+  qa_scales(grp, sc, lane, d, m);
+#if BITS == 8
+  for (uint c = 0; c < 8; ++c) u[c] = w[qb + c * 16 + lane];
+  m -= 128.0 * d;
+#else
+  for (uint c = 0; c < 4; ++c) {  // weights 4c + k in the low nibbles of word c, 16 + 4c + k in the high ones
+    const uint word = w[qb + c * 16 + lane];
+    u[c] = word & 0x0F0F0F0Fu;
+    u[4 + c] = (word >> 4) & 0x0F0F0F0Fu;
+  }
+  for (uint plane = 0; plane < BITS - 4; ++plane) {  // bit 4 + plane (5 and 6 bits): bit c of byte k is weight 4c + k's
+    const uint word = w[qb + (4 + plane) * 16 + lane];
+    for (uint c = 0; c < 4; ++c) {
+      u[c] |= ((word >> c) & 0x01010101u) << (4 + plane);
+      u[4 + c] |= ((word >> (4 + c)) & 0x01010101u) << (4 + plane);
+    }
+  }
+#endif
+}
+
 // Block b (32 weights) of one lane of the tile whose groups start at word
 // tile_base: its quants q[0..31], and the scale and bias of each half
 // (weight k = d[k / 16] * q[k] + m[k / 16]).
@@ -56,25 +106,7 @@ void qa_block(uint tile_base, uint b, uint lane, out float q[32], out vec2 d, ou
   }
   for (uint k = 0; k < 32; ++k) q[k] = float(qi[k]);
 #endif
-#if SCALES == 0
-  const float s = f16_at(sc, lane);
-  d = vec2(s);
-  m = vec2(BITS == 8 ? 0.0 : -8.0 * s);
-#elif SCALES == 1
-  d = vec2(f16_at(sc, lane));
-  m = vec2(f16_at(sc + 8, lane));
-#elif SCALES == 2
-  const float s = f16_at(sc, lane);
-  d = vec2(s);
-  m = vec2(-s * f16_at(sc + 8, lane));
-#elif SCALES == 3
-  d = vec2(f16_at(grp, lane) * float(u8_at(sc, lane)));
-  m = vec2(-f16_at(grp + 8, lane) * float(u8_at(sc, 16 + lane)));
-#else
-  const float s = f16_at(grp, lane);
-  d = vec2(s * i8_at(sc, lane), s * i8_at(sc, 16 + lane));
-  m = -32.0 * d;
-#endif
+  qa_scales(grp, sc, lane, d, m);
 }
 
 // Words from the first tile of the buffer to tile `tile`.

@@ -31,9 +31,12 @@ Groups grid(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_units, u
   return {row_units, u32((n_tok + per - 1) / per, "token groups"), experts};
 }
 
+// The tiled GEMM of qa weights takes integer dot products where the device has them.
 const Pipeline& matmul_pipeline(Device& device, const GpuMatrix& w, bool tiled, bool grouped) {
   const std::string format = w.shader.substr(7);  // after "matmul_"
-  const std::string name = std::string(tiled ? "matmul_tiled_" : "matmul_") + (grouped ? "grouped_" : "") + format;
+  const bool dot = tiled && !w.dense && device.integer_dot();
+  const std::string name =
+      std::string(dot ? "matmul_tiled_dot_" : tiled ? "matmul_tiled_" : "matmul_") + (grouped ? "grouped_" : "") + format;
   return device.pipeline({name, grouped ? 4u : 3u, sizeof(Push), {}});
 }
 }  // namespace

@@ -128,12 +128,14 @@ TEST(GpuMoe, RouteMatchesCpuTopK) {
 }
 
 // grouped_matmul against each expert's rows decoded on the host, x read per
-// token (gather) or per sorted row.
+// token (gather) or per sorted row (quantized as the device does, where it does).
 void check_grouped(gpu::Device& dev, const Weight& w, int64_t n_tok, int64_t k, bool gather, std::mt19937& rng,
                    size_t max_part_bytes = 0) {
   const int64_t E = w.rows / w.mat_rows, T = n_tok * k, ldx = w.cols + 1, ldy = w.mat_rows + 2;
   const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng);
   const std::vector<float> x = random_floats(static_cast<size_t>((gather ? n_tok : T) * ldx), rng);
+  const std::vector<float> xq =
+      testutil::int8_inputs(dev, w, n_tok) ? testutil::int8_blocks(x, gather ? n_tok : T, ldx, w.cols) : x;
   const gpu::GpuMatrix m = gpu::upload_matrix(dev, w, max_part_bytes);
   if (max_part_bytes) {
     EXPECT_GT(m.parts.size(), 1u);
@@ -156,7 +158,7 @@ void check_grouped(gpu::Device& dev, const Weight& w, int64_t n_tok, int64_t k, 
     for (int64_t i = 0; i < w.mat_rows; ++i) {
       dequantize_row(w, e * w.mat_rows + i, row.data());
       for (uint32_t sorted = r.first[e]; sorted < r.first[e + 1]; ++sorted) {
-        const float* xr = x.data() + (gather ? r.row_token[sorted] : sorted) * ldx;
+        const float* xr = xq.data() + (gather ? r.row_token[sorted] : sorted) * ldx;
         double acc = 0;
         for (int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(row[c]) * xr[c];
         want[sorted * ldy + i] = static_cast<float>(acc);
@@ -173,17 +175,20 @@ TEST(GpuMoe, GroupedMatmulMatchesEachExpert) {
     const testutil::Format& format = testutil::kFormats[f];
     const int64_t cols = format.scales == QaScales::kquant ? 256 : 64;
     const Weight w = stacked_experts(format, 5, 20, cols, rng);
-    for (int64_t n_tok : {int64_t{1}, int64_t{6}, gpu::kTiledMatmulTokens + 25})
-      for (bool gather : {true, false}) check_grouped(*dev, w, n_tok, 2, gather, rng);
-    // In buffers of 1 and 3 tiles (rows for f16): an expert's tiles lie in several.
-    for (size_t units : {1, 3})
-      for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens})
-        check_grouped(*dev, w, n_tok, 2, true, rng, units * w.tile_bytes);
+    testutil::for_each_variant(*dev, [&] {
+      for (int64_t n_tok : {int64_t{1}, int64_t{6}, gpu::kTiledMatmulTokens + 25})
+        for (bool gather : {true, false}) check_grouped(*dev, w, n_tok, 2, gather, rng);
+      // In buffers of 1 and 3 tiles (rows for f16): an expert's tiles lie in several.
+      for (size_t units : {1, 3})
+        for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens})
+          check_grouped(*dev, w, n_tok, 2, true, rng, units * w.tile_bytes);
+    });
   }
 }
 
 // A whole expert layer: route, gate and up, SwiGLU, down, combine, against
-// float64 sums over the decoded weights with the CPU's choice of experts.
+// float64 sums over the decoded weights with the CPU's choice of experts (and
+// the inputs of each matmul quantized as the device does, where it does).
 TEST(GpuMoe, LayerMatchesReference) {
   NEED_DEVICE(dev);
   std::mt19937 rng(23);
@@ -198,9 +203,12 @@ TEST(GpuMoe, LayerMatchesReference) {
     return all;
   };
   const std::vector<float> G = decoded(gate), U = decoded(up), D = decoded(down);
+  testutil::for_each_variant(*dev, [&] {
   for (int64_t n_tok : {1, 7, 40}) {
     const int64_t T = n_tok * K;
-    const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng), x = random_floats(static_cast<size_t>(n_tok * d), rng);
+    const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng), x0 = random_floats(static_cast<size_t>(n_tok * d), rng);
+    const bool int8 = testutil::int8_inputs(*dev, gate, n_tok);
+    const std::vector<float> x = int8 ? testutil::int8_blocks(x0, n_tok, d, d) : x0;
     std::vector<float> want(static_cast<size_t>(y_offset + n_tok * ldy), 0.0f), got(want.size(), 0.0f);
     std::vector<int32_t> ids(K);
     std::vector<float> weights(K);
@@ -217,6 +225,11 @@ TEST(GpuMoe, LayerMatchesReference) {
           }
           h[f] = g / (1 + std::exp(-g)) * u;
         }
+        if (int8) {  // the down matmul's input, as the device quantizes it
+          std::vector<float> hf(h.begin(), h.end());
+          hf = testutil::int8_blocks(hf, 1, F, F);
+          h.assign(hf.begin(), hf.end());
+        }
         for (int64_t i = 0; i < d; ++i) {
           double o = 0;
           for (int64_t f = 0; f < F; ++f) o += D[(e * d + i) * F + f] * h[f];
@@ -230,7 +243,7 @@ TEST(GpuMoe, LayerMatchesReference) {
                 yb = buffer(got.size(), "y");
     gpu::Stream s(*dev);
     record_route(*dev, s, lb, rb, logits, n_tok, E, K);
-    s.upload(xb, x.data(), x.size() * 4);
+    s.upload(xb, x0.data(), x0.size() * 4);
     s.fill_zero(yb, 0, got.size() * 4);
     gpu::grouped_matmul(*dev, s, {&gm, &rb, E, n_tok, K, true, &xb, d, &gb, F});
     gpu::grouped_matmul(*dev, s, {&um, &rb, E, n_tok, K, true, &xb, d, &ub, F});
@@ -239,8 +252,10 @@ TEST(GpuMoe, LayerMatchesReference) {
     gpu::moe_combine(*dev, s, eb, rb, yb, y_offset, ldy, n_tok, d, E, K);
     s.download(yb, got.data(), got.size() * 4);
     s.finish();
-    EXPECT_LT(nmse(got, want), 1e-10) << n_tok << " tokens";
+    // int8: h is rounded to int8 from the device's f32 and the reference's float64, which may differ by a step
+    EXPECT_LT(nmse(got, want), int8 ? 1e-7 : 1e-10) << n_tok << " tokens";
   }
+  });
 }
 
 TEST(GpuMoe, RouteRejectsTooManyExperts) {

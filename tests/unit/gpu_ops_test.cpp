@@ -136,17 +136,21 @@ TEST(GpuAuto, MeasuresTheDevice) {
   EXPECT_LT(t.node_us, 1e6);
 }
 
-// y = W x on the device and by the reference decoding (dequantize_row, double sums).
+// y = W x on the device and by the reference decoding (dequantize_row, double
+// sums); where the device takes integer dot products (the tiled GEMM of qa
+// weights), the reference takes the inputs the shader quantizes.
 void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng,
                   size_t max_part_bytes = 0) {
   const int64_t rows = w.mat_rows, cols = w.cols, ldx = cols + 3, ldy = rows + 5;
   const std::vector<float> x = random_floats(static_cast<size_t>(n_tok * ldx), rng);
+  const bool int8_inputs = testutil::int8_inputs(dev, w, n_tok);
+  const std::vector<float> xr = int8_inputs ? testutil::int8_blocks(x, n_tok, ldx, cols) : x;
   std::vector<float> want(static_cast<size_t>(n_tok * ldy), 0.0f), got(want.size(), 0.0f), row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w, mat * w.mat_rows + r, row.data());
     for (int64_t t = 0; t < n_tok; ++t) {
       double s = 0;
-      for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(row[k]) * x[t * ldx + k];
+      for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(row[k]) * xr[t * ldx + k];
       want[t * ldy + r] = static_cast<float>(s);
     }
   }
@@ -161,29 +165,32 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
   gpu::matmul(dev, s, {&m, mat, &xb, 0, ldx, &yb, 0, ldy, n_tok});
   s.download(yb, got.data(), got.size() * 4);
   s.finish();
-  EXPECT_LT(nmse(got, want), 1e-10) << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat;
+  EXPECT_LT(nmse(got, want), 1e-10) << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat
+                                     << (int8_inputs ? " (integer dot products)" : "");
 }
 
 TEST(GpuOps, MatmulMatchesReference) {
   NEED_DEVICE(dev);
   std::mt19937 rng(7);
-  int checked = 0;
-  for (const testutil::Format& f : testutil::kFormats) {
-    Weight probe = testutil::random_weight(f, 16, 256, rng);
-    if (gpu::matmul_shader(probe).empty()) continue;
-    const bool k_type = f.scales == QaScales::kquant || f.scales == QaScales::q6k;
-    for (int64_t cols : {32, 96, 2048})
-      for (int64_t rows : {1, 17, 100}) {
-        if (k_type && cols % 256) continue;
-        const Weight w = testutil::random_weight(f, rows, cols, rng);
-        // Few tokens (matmul_qa or matmul_dense), then the tiled GEMM: one partial
-        // token group, and two groups the second of which is partial.
-        for (int64_t n_tok : {int64_t{1}, int64_t{3}, gpu::kTiledMatmulTokens - 1, gpu::kTiledMatmulTokens, int64_t{45}})
-          check_matmul(*dev, w, 0, n_tok, rng), ++checked;
-      }
-  }
-  // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
-  EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 5);
+  testutil::for_each_variant(*dev, [&] {  // the tiled GEMM of qa weights: integer dot products, and f32
+    int checked = 0;
+    for (const testutil::Format& f : testutil::kFormats) {
+      Weight probe = testutil::random_weight(f, 16, 256, rng);
+      if (gpu::matmul_shader(probe).empty()) continue;
+      const bool k_type = f.scales == QaScales::kquant || f.scales == QaScales::q6k;
+      for (int64_t cols : {32, 96, 2048})
+        for (int64_t rows : {1, 17, 100}) {
+          if (k_type && cols % 256) continue;
+          const Weight w = testutil::random_weight(f, rows, cols, rng);
+          // Few tokens (matmul_qa or matmul_dense), then the tiled GEMM: one partial
+          // token group, and two groups the second of which is partial.
+          for (int64_t n_tok : {int64_t{1}, int64_t{3}, gpu::kTiledMatmulTokens - 1, gpu::kTiledMatmulTokens, int64_t{45}})
+            check_matmul(*dev, w, 0, n_tok, rng), ++checked;
+        }
+    }
+    // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
+    EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 5);
+  });
 }
 
 TEST(GpuOps, MatmulOfOneStackedExpert) {
@@ -193,11 +200,13 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   const int64_t experts = 3, mat_rows = 20, cols = 64;
   const std::vector<uint8_t> rm = testutil::random_rowmajor(q4, experts * mat_rows, cols, rng);
   const Weight w = qa_weight_from_rows("experts", q4.bits, q4.scales, experts * mat_rows, cols, rm.data(), mat_rows);
-  for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
-  // Split into buffers of 1 and of 2 tiles (a device whose bindings are small): tiles cross expert boundaries.
-  for (size_t tiles : {1, 2})
-    for (int64_t e = 0; e < experts; ++e)
-      for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens}) check_matmul(*dev, w, e, n_tok, rng, tiles * w.tile_bytes);
+  testutil::for_each_variant(*dev, [&] {
+    for (int64_t e = 0; e < experts; ++e) check_matmul(*dev, w, e, 2, rng);
+    // Split into buffers of 1 and of 2 tiles (a device whose bindings are small): tiles cross expert boundaries.
+    for (size_t tiles : {1, 2})
+      for (int64_t e = 0; e < experts; ++e)
+        for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens}) check_matmul(*dev, w, e, n_tok, rng, tiles * w.tile_bytes);
+  });
   // A dense weight in buffers of 3 rows.
   const Weight f16 = testutil::random_weight(testutil::kFormats[1], 20, 64, rng);
   for (int64_t n_tok : {int64_t{5}, gpu::kTiledMatmulTokens}) check_matmul(*dev, f16, 0, n_tok, rng, 3 * f16.row_bytes);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <memory>
 
+#include "gpu/ops.h"
+
 namespace basalt::testutil {
 
 gpu::Device* test_device(std::string* why) {
@@ -44,6 +46,23 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
   std::vector<float> v(n);
   for (float& x : v) x = nd(rng);
   return v;
+}
+
+bool int8_inputs(const gpu::Device& dev, const Weight& w, int64_t n_tok) {
+  return dev.integer_dot() && w.format == WeightFormat::qa && n_tok >= gpu::kTiledMatmulTokens;
+}
+
+std::vector<float> int8_blocks(std::vector<float> x, int64_t rows, int64_t ld, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k0 = 0; k0 < cols; k0 += 32) {
+      float* v = &x[static_cast<size_t>(r * ld + k0)];
+      const int64_t n = std::min<int64_t>(32, cols - k0);
+      float amax = 0;
+      for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(v[k]));
+      const float inv = amax > 0 ? 127 / amax : 0, s = amax / 127;
+      for (int64_t k = 0; k < n; ++k) v[k] = s * std::nearbyint(v[k] * inv);
+    }
+  return x;
 }
 
 }  // namespace basalt::testutil

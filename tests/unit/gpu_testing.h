@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/device.h"
+#include "quant/weight.h"
 
 namespace basalt::testutil {
 
@@ -24,19 +25,27 @@ double nmse(const std::vector<float>& a, const std::vector<float>& b);
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng);  // N(0, 1)
 
-// Runs check() with each shader variant the device has: the subgroup ones
-// where it has subgroup operations, then the portable ones.
+// Runs check() with each shader variant the device has: the ones for its
+// features (subgroup operations, integer dot products) where it has any,
+// then the portable ones.
 template <class Check>
 void for_each_variant(gpu::Device& dev, Check check) {
   const bool was = dev.portable();
   for (bool portable : {false, true}) {
-    if (!portable && !dev.info().subgroup_arithmetic) continue;
+    if (!portable && !dev.info().subgroup_arithmetic && !dev.info().integer_dot) continue;
     dev.set_portable(portable);
-    SCOPED_TRACE(portable ? "portable shaders" : "subgroup shaders");
+    SCOPED_TRACE(portable ? "portable shaders" : "device-feature shaders");
     check();
   }
   dev.set_portable(was);
 }
+
+// Whether a matmul of n_tok tokens with w quantizes its inputs to int8 on
+// this device (matmul_tiled_dot.comp: qa weights, integer dot products).
+bool int8_inputs(const gpu::Device& dev, const Weight& w, int64_t n_tok);
+// x [rows][ld] as that shader sees it: per row and block of 32 of the first
+// cols, int8 times max|x| / 127 (x * 127 / max|x| rounded to nearest even).
+std::vector<float> int8_blocks(std::vector<float> x, int64_t rows, int64_t ld, int64_t cols);
 
 }  // namespace basalt::testutil
 
