@@ -140,6 +140,24 @@ std::string gib(uint64_t bytes) {
 
 }  // namespace
 
+Device::Allowed Device::parse_allowed(std::string_view portable) {
+  if (portable.empty() || portable == "0") return {};
+  if (portable == "1") return {false, false, false, false};
+  Allowed a;
+  while (!portable.empty()) {
+    const size_t comma = portable.find(',');
+    const std::string_view f = portable.substr(0, comma);
+    if (f == "subgroups") a.subgroups = false;
+    else if (f == "integer_dot") a.integer_dot = false;
+    else if (f == "float16") a.float16 = false;
+    else if (f == "storage16") a.storage16 = false;
+    else throw GpuError("BASALT_GPU_PORTABLE: '" + std::string(f) +
+                        "' is not 1, 0 or a feature (subgroups, integer_dot, float16, storage16)");
+    portable = comma == std::string_view::npos ? std::string_view() : portable.substr(comma + 1);
+  }
+  return a;
+}
+
 const char* gpu_kind_name(GpuKind kind) {
   switch (kind) {
     case GpuKind::discrete: return "discrete";
@@ -151,9 +169,7 @@ const char* gpu_kind_name(GpuKind kind) {
   return "other";
 }
 
-bool GpuInfo::usable() const {
-  return (VK_API_VERSION_MAJOR(api_version) > 1 || VK_API_VERSION_MINOR(api_version) >= 2) && storage16;
-}
+bool GpuInfo::usable() const { return VK_API_VERSION_MAJOR(api_version) > 1 || VK_API_VERSION_MINOR(api_version) >= 2; }
 
 std::string GpuInfo::describe() const {
   std::string s = name + ": " + gpu_kind_name(kind) + ", Vulkan " + std::to_string(VK_API_VERSION_MAJOR(api_version)) +
@@ -164,7 +180,7 @@ std::string GpuInfo::describe() const {
   if (integer_dot) s += ", int8 dot";
   s += ", " + gib(device_local_bytes);
   if (unified_memory) s += " shared with the host";
-  if (!usable()) s += " (unusable: needs Vulkan 1.2 with 16-bit storage)";
+  if (!usable()) s += " (unusable: needs Vulkan 1.2)";
   return s;
 }
 
@@ -206,8 +222,10 @@ std::unique_ptr<Device> Device::open(int index) {
   d->physical_ = devs[static_cast<size_t>(index)];
   d->info_ = read_info(d->physical_, index);
   if (!d->info_.usable()) throw GpuError("Vulkan device " + d->info_.describe());
-  const char* portable = std::getenv("BASALT_GPU_PORTABLE");
-  d->portable_ = portable && *portable && std::string(portable) != "0";
+  // A quirk of CPU implementations: they emulate f16 arithmetic (lavapipe ran
+  // the f16 GEMM at 0.55-0.7x the f32 one), so it is off unless asked for.
+  if (d->info_.software()) d->allowed_.float16 = false;
+  if (const char* portable = std::getenv("BASALT_GPU_PORTABLE")) d->allowed_ = parse_allowed(portable);
   vk().vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   uint32_t nq = 0;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu/vulkan_api.h"
@@ -35,7 +36,7 @@ struct GpuInfo {
   bool unified_memory = false;       // device-local memory the host can map (integrated, CPU)
 
   bool software() const { return kind == GpuKind::cpu; }
-  bool usable() const;  // Vulkan 1.2 with 16-bit storage: what the shaders need
+  bool usable() const;  // Vulkan 1.2: what the shaders need (the rest has portable variants)
   std::string describe() const;  // "llvmpipe (LLVM 15.0.6, 256 bits): cpu, Vulkan 1.3, subgroup 8, 23.5 GiB"
 };
 
@@ -69,12 +70,22 @@ class Device {
   const Pipeline& pipeline(const PipelineSpec& spec);
 
   // Shaders with a variant by device feature (subgroup operations, integer
-  // dot products) take it unless the device is kept to the portable ones
-  // (BASALT_GPU_PORTABLE=1, a driver's bug; set_portable: tests of both).
-  bool subgroups() const { return info_.subgroup_arithmetic && !portable_; }
-  bool integer_dot() const { return info_.integer_dot && !portable_; }
-  bool portable() const { return portable_; }
-  void set_portable(bool portable) { portable_ = portable; }
+  // dot products, f16 arithmetic) take it where the device has the feature
+  // and it is allowed: all are (but f16 arithmetic on a CPU implementation,
+  // which emulates it), unless BASALT_GPU_PORTABLE (a driver's bug) says
+  // otherwise: 1 keeps to the portable shaders, a list such as
+  // "integer_dot,float16" turns those features off and allows the rest. The
+  // tests switch them to run each.
+  struct Allowed {
+    bool subgroups = true, integer_dot = true, float16 = true, storage16 = true;
+  };
+  static Allowed parse_allowed(std::string_view portable);  // GpuError if malformed
+  Allowed allowed() const { return allowed_; }
+  void set_allowed(Allowed a) { allowed_ = a; }
+  bool subgroups() const { return info_.subgroup_arithmetic && allowed_.subgroups; }
+  bool integer_dot() const { return info_.integer_dot && allowed_.integer_dot; }
+  bool float16_arith() const { return info_.float16 && allowed_.float16; }
+  bool storage16() const { return info_.storage16 && allowed_.storage16; }  // 16-bit values in buffers
   // "name_subgroup" where the device takes that variant, else name.
   std::string variant(const std::string& name) const { return subgroups() ? name + "_subgroup" : name; }
 
@@ -85,7 +96,7 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
-  bool portable_ = false;
+  Allowed allowed_;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };

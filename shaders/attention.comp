@@ -13,10 +13,13 @@
 // are cut into that many ranges (workgroups z: split-K, so a decode step
 // fills the GPU); each writes its (max, sum, unnormalized o) per row to
 // part[] and attention_merge.comp combines them. Defines: HEADS (HG), TOKENS
-// (TQ); Q8 (int8 cache); SUBGROUP: the block's maxima and sums by subgroup operations
+// (TQ); Q8 (int8 cache); WORDS16 (f16 cache read as 32-bit words: devices
+// without 16-bit storage); SUBGROUP: the block's maxima and sums by subgroup operations
 // (group_reduce.glsl).
 #version 450
+#if !defined(Q8) && !defined(WORDS16)
 #extension GL_EXT_shader_16bit_storage : require
+#endif
 #extension GL_GOOGLE_include_directive : require
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -36,6 +39,12 @@ const uint ELEMENT_BYTES = 1;
 float element(uint word, uint i) { return float(bitfieldExtract(int(word), int(i % 4) * 8, 8)); }
 #define KEY(i) element(k[(i) / 4], i)
 #define VALUE(i) element(v[(i) / 4], i)
+#elif defined(WORDS16)
+layout(binding = 1) readonly buffer K { uint k[]; };  // 2 f16 a word
+layout(binding = 2) readonly buffer V { uint v[]; };
+const uint ELEMENT_BYTES = 2;
+#define KEY(i) unpackHalf2x16(k[(i) / 2])[(i) % 2]
+#define VALUE(i) unpackHalf2x16(v[(i) / 2])[(i) % 2]
 #else
 layout(binding = 1) readonly buffer K { float16_t k[]; };
 layout(binding = 2) readonly buffer V { float16_t v[]; };

@@ -3,9 +3,13 @@
 // copy of the KV cache, in the CPU cache's block layout (kv_cache.h), as f16
 // rounded to nearest even exactly as quant/half.h's f32_to_f16 does: the
 // device's cache and the CPU's hold the same bits. One invocation per
-// (element, token). Offsets in bytes.
+// (element, token). Offsets in bytes. WORDS16 (devices without 16-bit
+// storage): the caches as 32-bit words, each element written into its half
+// with atomics (a word's other half is another position's or dimension's).
 #version 450
+#ifndef WORDS16
 #extension GL_EXT_shader_16bit_storage : require
+#endif
 
 layout(local_size_x = 64) in;
 
@@ -13,8 +17,20 @@ layout(binding = 0) readonly buffer K { float k[]; };
 layout(binding = 1) readonly buffer V { float v[]; };
 layout(binding = 2) readonly buffer Pos { int pos[]; };
 layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block, in bytes
+#ifdef WORDS16
+layout(binding = 4) buffer KC { uint kc[]; };
+layout(binding = 5) buffer VC { uint vc[]; };
+#define STORE(cache, i, h)                                     \
+  {                                                            \
+    const uint at_ = (i) / 2, shift_ = ((i) % 2) * 16;         \
+    atomicAnd(cache[at_], ~(0xFFFFu << shift_));               \
+    atomicOr(cache[at_], (h) << shift_);                       \
+  }
+#else
 layout(binding = 4) writeonly buffer KC { uint16_t kc[]; };
 layout(binding = 5) writeonly buffer VC { uint16_t vc[]; };
+#define STORE(cache, i, h) cache[i] = uint16_t(h)
+#endif
 
 layout(push_constant) uniform Params { uint kv_dim, head_dim, block_bytes; } p;
 
@@ -43,6 +59,6 @@ void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
   if (i >= p.kv_dim) return;
   const uint ps = uint(pos[t]), blk = (base[t] + (ps / BLOCK) * p.block_bytes) / 2, j = ps % BLOCK;
-  kc[blk + i * BLOCK + j] = uint16_t(f32_to_f16(k[t * p.kv_dim + i]));
-  vc[blk + ((i / p.head_dim) * BLOCK + j) * p.head_dim + i % p.head_dim] = uint16_t(f32_to_f16(v[t * p.kv_dim + i]));
+  STORE(kc, blk + i * BLOCK + j, f32_to_f16(k[t * p.kv_dim + i]));
+  STORE(vc, blk + ((i / p.head_dim) * BLOCK + j) * p.head_dim + i % p.head_dim, f32_to_f16(v[t * p.kv_dim + i]));
 }

@@ -7,9 +7,21 @@
 // (matmul_qa.comp reads it once per 4).
 // Variants (defines): qa weights (BITS, SCALES: qa_weights.glsl), or DENSE
 // with FORMAT 0 f32, 1 f16, 2 bf16 (row-major, rows of row_words words);
-// GROUPED: MoE experts (matmul_params.glsl).
+// GROUPED: MoE experts (matmul_params.glsl); F16: f16 arithmetic (devices
+// with shaderFloat16, where it runs at twice f32's rate on many): weights and
+// inputs staged as f16, each token's block of inputs divided by its max|x|
+// (so no sum can overflow), products summed in f16 over 8 k and then into
+// the f32 accumulators, times that max.
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef F16
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define SCALAR float16_t
+#define VEC4 f16vec4
+#else
+#define SCALAR float
+#define VEC4 vec4
+#endif
 
 layout(local_size_x = 128) in;
 const uint TM = 64, TN = 32, BK = 32;
@@ -36,8 +48,11 @@ const uint UNIT_ROWS = 16;
 #include "qa_weights.glsl"
 #endif
 
-shared vec4 ws[BK][TM / 4];  // [k][4 rows]: the block's weights
-shared vec4 xs[BK][TN / 4];  // [k][4 tokens]: the block's inputs
+shared VEC4 ws[BK][TM / 4];  // [k][4 rows]: the block's weights
+shared VEC4 xs[BK][TN / 4];  // [k][4 tokens]: the block's inputs (F16: over their max|x|)
+#ifdef F16
+shared vec4 xmax[TN / 4];    // [4 tokens]: max|x| of the block's inputs
+#endif
 
 // The 32 weights of block b of row r (of the matrix), decoded; 0 where the
 // buffer does not hold the row.
@@ -59,9 +74,26 @@ void stage_weights(uint r, uint b) {
   }
 #endif
   const uint wr = r % TM;
-  for (uint k = 0; k < BK; ++k) ws[k][wr / 4][wr % 4] = v[k];
+  for (uint k = 0; k < BK; ++k) ws[k][wr / 4][wr % 4] = SCALAR(v[k]);
 }
 
+#ifdef F16
+// Block b's inputs of token t0 + t over their max|x|; 0 past the tokens or the row.
+void stage_inputs_f16(uint t, uint b, uint t0, uint n_tok) {
+  const uint tok = t0 + t;
+  const uint row = tok < n_tok ? p.x_offset + x_row(tok) * p.ldx : 0;
+  float v[BK];
+  float amax = 0.0;
+  for (uint k = 0; k < BK; ++k) {
+    const uint col = b * BK + k;
+    v[k] = tok < n_tok && col < p.cols ? x[row + col] : 0.0;
+    amax = max(amax, abs(v[k]));
+  }
+  const float inv = amax > 0.0 ? 1.0 / amax : 0.0;
+  for (uint k = 0; k < BK; ++k) xs[k][t / 4][t % 4] = float16_t(v[k] * inv);
+  xmax[t / 4][t % 4] = amax;
+}
+#else
 // Half h of block b's inputs of token t0 + t; 0 past the tokens or the row.
 void stage_inputs(uint t, uint h, uint b, uint t0, uint n_tok) {
   const uint tok = t0 + t, k0 = h * (BK / 2);
@@ -71,6 +103,7 @@ void stage_inputs(uint t, uint h, uint b, uint t0, uint n_tok) {
     xs[k][t / 4][t % 4] = tok < n_tok && col < p.cols ? x[row + col] : 0.0;
   }
 }
+#endif
 
 void main() {
   const uint i = gl_LocalInvocationIndex, r0 = gl_WorkGroupID.x * TM, t0 = gl_WorkGroupID.y * TN, n_tok = tokens();
@@ -81,9 +114,28 @@ void main() {
   for (uint b = 0; b < nb; ++b) {
     if (i < TM)
       stage_weights(r0 + i, b);
+#ifdef F16
+    else if (i < TM + TN)
+      stage_inputs_f16(i - TM, b, t0, n_tok);
+#else
     else
       stage_inputs((i - TM) / 2, (i - TM) % 2, b, t0, n_tok);
+#endif
     barrier();
+#ifdef F16
+    const vec4 m = xmax[ti];
+    for (uint k0 = 0; k0 < BK; k0 += 8) {
+      f16vec4 s[4] = f16vec4[4](f16vec4(0.0hf), f16vec4(0.0hf), f16vec4(0.0hf), f16vec4(0.0hf));
+      for (uint k = k0; k < k0 + 8; ++k) {
+        const f16vec4 wv = ws[k][ri], xv = xs[k][ti];
+        s[0] += wv * xv.x;
+        s[1] += wv * xv.y;
+        s[2] += wv * xv.z;
+        s[3] += wv * xv.w;
+      }
+      for (uint t = 0; t < 4; ++t) acc[t] += vec4(s[t]) * m[t];
+    }
+#else
     for (uint k = 0; k < BK; ++k) {
       const vec4 wv = ws[k][ri], xv = xs[k][ti];
       acc[0] += wv * xv.x;
@@ -91,6 +143,7 @@ void main() {
       acc[2] += wv * xv.z;
       acc[3] += wv * xv.w;
     }
+#endif
     barrier();
   }
   for (uint t = 0; t < 4; ++t) {

@@ -30,8 +30,8 @@ struct Tiling {
   int64_t heads = 1, tokens = 1;
   int64_t head_groups = 0, token_groups = 0;  // workgroups per key range: head_groups x token_groups
   std::string shader(const Device& device, KvType kv) const {
-    return device.variant(std::string(kv == KvType::q8 ? "attention_q8" : "attention") + "_h" + std::to_string(heads) +
-                          "_t" + std::to_string(tokens));
+    const char* base = kv == KvType::q8 ? "attention_q8" : device.storage16() ? "attention" : "attention_words";
+    return device.variant(std::string(base) + "_h" + std::to_string(heads) + "_t" + std::to_string(tokens));
   }
 };
 Tiling tiling(const AttentionOp& op) {
@@ -111,9 +111,12 @@ void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
   // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.
   const int64_t x = q8 ? op.kv_dim / op.head_dim : (op.kv_dim + 63) / 64;
-  const Arg keys = q8 ? inout(*op.k_cache) : out(*op.k_cache);  // q8 keys share words across tokens: atomics
-  stream.dispatch(device.pipeline({q8 ? "kv_store_q8" : "kv_store", 6, sizeof push, {}}),
-                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), keys, out(*op.v_cache)}, &push, sizeof push,
+  // q8 keys and f16 ones without 16-bit storage share words across tokens: atomics
+  const Arg keys = q8 || !device.storage16() ? inout(*op.k_cache) : out(*op.k_cache);
+  const Arg values = device.storage16() || q8 ? out(*op.v_cache) : inout(*op.v_cache);
+  const char* shader = q8 ? "kv_store_q8" : device.storage16() ? "kv_store" : "kv_store_words";
+  stream.dispatch(device.pipeline({shader, 6, sizeof push, {}}),
+                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), keys, values}, &push, sizeof push,
                   {u32(x, "kv_dim"), u32(op.n_tok, "tokens"), 1});
 }
 

@@ -31,12 +31,18 @@ Groups grid(const GpuMatrix& w, bool tiled, int64_t n_tok, uint32_t row_units, u
   return {row_units, u32((n_tok + per - 1) / per, "token groups"), experts};
 }
 
-// The tiled GEMM of qa weights takes integer dot products where the device has them.
+// The tiled GEMM's variant: for qa weights, integer dot products where the
+// device has them, else f16 arithmetic where it has that; f16 weights, f16
+// arithmetic; the rest (and the GEMV) f32.
+const char* tiled_variant(const Device& device, const GpuMatrix& w) {
+  if (!w.dense && device.integer_dot()) return "matmul_tiled_dot_";
+  if ((!w.dense || w.shader == "matmul_f16") && device.float16_arith()) return "matmul_tiled_fp16_";
+  return "matmul_tiled_";
+}
+
 const Pipeline& matmul_pipeline(Device& device, const GpuMatrix& w, bool tiled, bool grouped) {
   const std::string format = w.shader.substr(7);  // after "matmul_"
-  const bool dot = tiled && !w.dense && device.integer_dot();
-  const std::string name =
-      std::string(dot ? "matmul_tiled_dot_" : tiled ? "matmul_tiled_" : "matmul_") + (grouped ? "grouped_" : "") + format;
+  const std::string name = std::string(tiled ? tiled_variant(device, w) : "matmul_") + (grouped ? "grouped_" : "") + format;
   return device.pipeline({name, grouped ? 4u : 3u, sizeof(Push), {}});
 }
 }  // namespace

@@ -83,7 +83,8 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
-               gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "") -> np.ndarray:
+               gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "",
+               gpu_portable: str = "") -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if gpu:
@@ -96,6 +97,8 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
         env["BASALT_GPU_MEMORY_MIB"] = str(gpu_memory_mib)
     if kv_type:
         env["BASALT_KV_TYPE"] = kv_type
+    if gpu_portable:
+        env["BASALT_GPU_PORTABLE"] = gpu_portable
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -204,7 +207,8 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
-                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type)
+                         ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type,
+                         ns.gpu_portable)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -245,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="inject a lost GPU after N GPU nodes (BASALT_GPU_FAIL_AFTER)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
+    p.add_argument("--gpu-portable", default="", metavar="FEATURES",
+                   help="device features the shaders may not use (BASALT_GPU_PORTABLE: 1, or e.g. integer_dot)")
     p.add_argument("--kv-type", default="", choices=("", "f16", "q8"),
                    help="the engine's KV cache type (BASALT_KV_TYPE; the reference rounds alike)")
     p.add_argument("--gpu-memory-mib", type=int, default=0, metavar="MIB",
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.gpu_fail_after = case.gpu_fail_after if ns.gpu_fail_after < 0 else ns.gpu_fail_after
         ns.gpu_memory_mib = ns.gpu_memory_mib or case.gpu_memory_mib
         ns.kv_type = ns.kv_type or case.kv_type
+        ns.gpu_portable = ns.gpu_portable or case.gpu_portable
     config = None
     if make is not None:
         try:

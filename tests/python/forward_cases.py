@@ -40,6 +40,7 @@ class Case:
     gpu_fail_after: int = -1         # BASALT_GPU_FAIL_AFTER: the device is "lost" after this many GPU nodes
     gpu_memory_mib: int = 0          # BASALT_GPU_MEMORY_MIB: the device memory the engine may use
     kv_type: str = ""                # BASALT_KV_TYPE: the engine's KV cache (the reference rounds alike); "" = f16
+    gpu_portable: str = ""           # BASALT_GPU_PORTABLE: device features the shaders may not use
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -141,6 +142,15 @@ _Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qw
        ("attn", ("llama_gqa4_f32",)))
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8")
           for g, names in _Q8 for n in names]
+# The tiled GEMM's f16-arithmetic variant for qa weights (chosen where a
+# device has f16 arithmetic but no integer dot products; lavapipe has both).
+CASES += [dataclasses.replace(_BASE[n], name=f"gpu_all_fp16_{n}", gpu="all", gpu_portable="integer_dot")
+          for n in ("llama_q4_0", "llama_q4_k", "llama_moe4_top2_q8_0")]
+# A device without 16-bit storage (the f16 KV cache as words), and one with
+# no optional feature at all, decoding token by token after a chunked prefill.
+CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name=f"gpu_{g}_portable_{p}", gpu=g, ubatch=u,
+                              gpu_portable=p)
+          for g, u, p in (("attn", 7, "storage16"), ("all", 1, "1"))]
 CASES += [dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name="gpu_attn_kv_q8_decode", gpu="attn", ubatch=1,
                               kv_type="q8"),
           dataclasses.replace(_BASE["llama_q8_0_4layers_long"], name="gpu_all_kv_q8_lost_after_100", gpu="all",

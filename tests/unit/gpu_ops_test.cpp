@@ -52,6 +52,23 @@ TEST(GpuDevice, ListsDevicesAndNeverAutoPicksACpuDriver) {
   EXPECT_THROW(gpu::Device::open(static_cast<int>(gpus.size())), gpu::GpuError);
 }
 
+// BASALT_GPU_PORTABLE: 1 for the portable shaders, or the features to turn off.
+TEST(GpuDevice, PortableNamesTheFeaturesToTurnOff) {
+  auto allowed = [](const char* v) {
+    const gpu::Device::Allowed a = gpu::Device::parse_allowed(v);
+    return std::string(a.subgroups ? "s" : "-") + (a.integer_dot ? "d" : "-") + (a.float16 ? "h" : "-") +
+           (a.storage16 ? "w" : "-");
+  };
+  EXPECT_EQ(allowed(""), "sdhw");
+  EXPECT_EQ(allowed("0"), "sdhw");
+  EXPECT_EQ(allowed("1"), "----");
+  EXPECT_EQ(allowed("integer_dot"), "s-hw");
+  EXPECT_EQ(allowed("float16,subgroups"), "-d-w");
+  EXPECT_EQ(allowed("storage16"), "sdh-");
+  EXPECT_THROW(gpu::Device::parse_allowed("integer_dot,bogus"), gpu::GpuError);
+  EXPECT_THROW(gpu::Device::parse_allowed("yes"), gpu::GpuError);
+}
+
 // auto's estimate: attention goes to a discrete GPU at long context only, and
 // never to an integrated one (same memory, plus the per-node cost).
 TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
@@ -143,7 +160,7 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
                   size_t max_part_bytes = 0) {
   const int64_t rows = w.mat_rows, cols = w.cols, ldx = cols + 3, ldy = rows + 5;
   const std::vector<float> x = random_floats(static_cast<size_t>(n_tok * ldx), rng);
-  const bool int8_inputs = testutil::int8_inputs(dev, w, n_tok);
+  const bool tiled = n_tok >= gpu::kTiledMatmulTokens, int8_inputs = testutil::int8_inputs(dev, w, tiled);
   const std::vector<float> xr = int8_inputs ? testutil::int8_blocks(x, n_tok, ldx, cols) : x;
   std::vector<float> want(static_cast<size_t>(n_tok * ldy), 0.0f), got(want.size(), 0.0f), row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -165,14 +182,15 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
   gpu::matmul(dev, s, {&m, mat, &xb, 0, ldx, &yb, 0, ldy, n_tok});
   s.download(yb, got.data(), got.size() * 4);
   s.finish();
-  EXPECT_LT(nmse(got, want), 1e-10) << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat
-                                     << (int8_inputs ? " (integer dot products)" : "");
+  EXPECT_LT(nmse(got, want), testutil::matmul_nmse_bound(dev, w, tiled))
+      << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat
+      << (int8_inputs ? " (integer dot products)" : testutil::f16_arithmetic(dev, w, tiled) ? " (f16 arithmetic)" : "");
 }
 
 TEST(GpuOps, MatmulMatchesReference) {
   NEED_DEVICE(dev);
   std::mt19937 rng(7);
-  testutil::for_each_variant(*dev, [&] {  // the tiled GEMM of qa weights: integer dot products, and f32
+  testutil::for_each_variant(*dev, [&] {  // the tiled GEMM: integer dot products, f16 and f32 arithmetic
     int checked = 0;
     for (const testutil::Format& f : testutil::kFormats) {
       Weight probe = testutil::random_weight(f, 16, 256, rng);
@@ -190,7 +208,7 @@ TEST(GpuOps, MatmulMatchesReference) {
     }
     // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
     EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 5);
-  });
+  }, /*matmuls=*/true);
 }
 
 TEST(GpuOps, MatmulOfOneStackedExpert) {
@@ -206,10 +224,12 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
     for (size_t tiles : {1, 2})
       for (int64_t e = 0; e < experts; ++e)
         for (int64_t n_tok : {int64_t{3}, gpu::kTiledMatmulTokens}) check_matmul(*dev, w, e, n_tok, rng, tiles * w.tile_bytes);
-  });
+  }, /*matmuls=*/true);
   // A dense weight in buffers of 3 rows.
   const Weight f16 = testutil::random_weight(testutil::kFormats[1], 20, 64, rng);
-  for (int64_t n_tok : {int64_t{5}, gpu::kTiledMatmulTokens}) check_matmul(*dev, f16, 0, n_tok, rng, 3 * f16.row_bytes);
+  testutil::for_each_variant(*dev, [&] {
+    for (int64_t n_tok : {int64_t{5}, gpu::kTiledMatmulTokens}) check_matmul(*dev, f16, 0, n_tok, rng, 3 * f16.row_bytes);
+  });
 }
 
 TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want logits
@@ -441,10 +461,12 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
 // kv_store writes what KvCache::store writes: f16 the same bits; q8 the same
 // int8 values and scales, but for GLSL's division (an ulp off at most), which
 // may move a rare element by one step. Two sequences, adjacent positions
-// (q8 keys of neighbouring tokens share words), a block boundary.
+// (q8 keys of neighbouring tokens share words, and f16 ones without 16-bit
+// storage), a block boundary.
 TEST(GpuOps, KvStoreMatchesCpuCache) {
   NEED_DEVICE(dev);
   std::mt19937 rng(13);
+  testutil::for_each_variant(*dev, [&] {  // f16: 16-bit stores, or halves of words with atomics (portable)
   for (KvType type : {KvType::f16, KvType::q8})
     for (int64_t head_dim : {64, 128, 36}) {
       ModelSpec spec;
@@ -513,6 +535,7 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
         EXPECT_LE(off_by_one, elements / 1000) << "head_dim " << head_dim;
       }
     }
+  });
 }
 
 }  // namespace

@@ -48,8 +48,17 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
   return v;
 }
 
-bool int8_inputs(const gpu::Device& dev, const Weight& w, int64_t n_tok) {
-  return dev.integer_dot() && w.format == WeightFormat::qa && n_tok >= gpu::kTiledMatmulTokens;
+bool int8_inputs(const gpu::Device& dev, const Weight& w, bool tiled) {
+  return tiled && dev.integer_dot() && w.format == WeightFormat::qa;
+}
+
+bool f16_arithmetic(const gpu::Device& dev, const Weight& w, bool tiled) {
+  return tiled && !int8_inputs(dev, w, tiled) && dev.float16_arith() &&
+         (w.format == WeightFormat::qa || w.format == WeightFormat::f16);
+}
+
+double matmul_nmse_bound(const gpu::Device& dev, const Weight& w, bool tiled) {
+  return f16_arithmetic(dev, w, tiled) ? 1e-5 : 1e-10;
 }
 
 std::vector<float> int8_blocks(std::vector<float> x, int64_t rows, int64_t ld, int64_t cols) {
