@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "bench/bench_weights.h"
-#include "bench/peaks.h"
+#include "cpu/peaks.h"
 #include "core/util/threads.h"
 #include "cpu/activations.h"
 #include "cpu/matmul.h"
@@ -57,7 +57,7 @@ double env_double(const char* name, double fallback) {
   return v && *v ? std::strtod(v, nullptr) : fallback;
 }
 
-Peaks g_peaks;
+cpu::Peaks g_peaks;
 
 // The copies of the current (format, shape), kept while consecutive
 // benchmarks use them (they are registered in that order).
@@ -108,7 +108,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   std::vector<float> y(static_cast<size_t>(n_tok * s.rows));
   size_t i = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const double c0 = process_cpu_seconds();
+  const double c0 = cpu::process_cpu_seconds();
   for (auto _ : state) {
     const Weight& w = set.copies[i].w;
     i = i + 1 == set.copies.size() ? 0 : i + 1;
@@ -118,7 +118,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
     benchmark::ClobberMemory();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu = process_cpu_seconds() - c0;
+  const double cpu_s = cpu::process_cpu_seconds() - c0;
   const Weight& w = set.copies[0].w;
   const double iters = static_cast<double>(state.iterations());
   const double bytes = static_cast<double>(w.total_bytes()) * iters;
@@ -131,7 +131,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   if (op_peak > 0) state.counters["%op"] = 100 * gops / op_peak;
   // Process CPU time over wall time x threads (waiting OpenMP threads spin, so
   // about 100 when the machine was ours; far below, other jobs took the cores).
-  state.counters["cpu%"] = 100 * cpu / (seconds * thread_count());
+  state.counters["cpu%"] = 100 * cpu_s / (seconds * thread_count());
   std::string label = w.describe();
   if (isa != Isa::scalar && find_matmul_kernel(w, isa) == find_matmul_kernel(w, static_cast<Isa>(static_cast<int>(isa) - 1)))
     label += ", no own kernel: lower ISA's";
@@ -163,7 +163,7 @@ void set_peaks(int threads) {
   g_peaks.fp32_gops = env_double("BASALT_PEAK_FP32_GOPS", 0);
   g_peaks.read_kernel = g_peaks.int8_kernel = g_peaks.fp32_kernel = "from the environment";
   if (g_peaks.read_gbs <= 0 || g_peaks.int8_gops <= 0 || g_peaks.fp32_gops <= 0) {
-    const Peaks m = measure_peaks(threads);
+    const cpu::Peaks m = cpu::measure_peaks(threads);
     if (g_peaks.read_gbs <= 0) g_peaks.read_gbs = m.read_gbs, g_peaks.read_kernel = m.read_kernel;
     if (g_peaks.int8_gops <= 0) g_peaks.int8_gops = m.int8_gops, g_peaks.int8_kernel = m.int8_kernel;
     if (g_peaks.fp32_gops <= 0) g_peaks.fp32_gops = m.fp32_gops, g_peaks.fp32_kernel = m.fp32_kernel;

@@ -10,11 +10,13 @@
 #include <memory>
 #include <string>
 
-#include "bench/peaks.h"
+#include "cpu/peaks.h"
 #include "core/util/threads.h"
 
 namespace basalt::bench {
 namespace {
+
+using cpu::ComputeKernel, cpu::ReadBuffer, cpu::ReadKernelInfo, cpu::Timing;
 
 // Thread counts to measure: 1, 2, 4, ... up to the physical cores, and the
 // core count itself.
@@ -29,11 +31,11 @@ std::vector<int> thread_counts() {
 
 void bench_read(benchmark::State& state, int threads, int streams) {
   static std::unique_ptr<ReadBuffer> buf;  // shared by all read benchmarks, made once
-  if (!buf) buf = std::make_unique<ReadBuffer>(make_read_buffer(physical_core_count()));
-  const ReadKernelInfo k = best_read_kernel();
+  if (!buf) buf = std::make_unique<ReadBuffer>(cpu::make_read_buffer(physical_core_count()));
+  const ReadKernelInfo k = cpu::best_read_kernel();
   double seconds = 0, cpu = 0;
   for (auto _ : state) {
-    const Timing t = run_read(k, *buf, threads, streams);
+    const Timing t = cpu::run_read(k, *buf, threads, streams);
     state.SetIterationTime(t.seconds);
     seconds += t.seconds, cpu += t.cpu_seconds;
   }
@@ -48,11 +50,11 @@ void bench_compute(benchmark::State& state, const ComputeKernel& k, int threads)
     state.SkipWithError((std::string("CPU lacks ") + isa_name(k.isa)).c_str());
     return;
   }
-  const int64_t rounds = kComputeRounds;
-  run_compute(k, threads, rounds / 8);  // warm-up
+  const int64_t rounds = cpu::kComputeRounds;
+  cpu::run_compute(k, threads, rounds / 8);  // warm-up
   double seconds = 0, cpu = 0;
   for (auto _ : state) {
-    const Timing t = run_compute(k, threads, rounds);
+    const Timing t = cpu::run_compute(k, threads, rounds);
     state.SetIterationTime(t.seconds);
     seconds += t.seconds, cpu += t.cpu_seconds;
   }
@@ -69,7 +71,7 @@ void register_all() {
           [=](benchmark::State& s) { bench_read(s, t, streams); })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
-  for (const ComputeKernel& k : compute_kernels())
+  for (const ComputeKernel& k : cpu::compute_kernels())
     for (int t : thread_counts())
       benchmark::RegisterBenchmark((std::string(k.name) + "/threads:" + std::to_string(t)).c_str(),
                                    [&k, t](benchmark::State& s) { bench_compute(s, k, t); })

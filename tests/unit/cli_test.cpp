@@ -139,6 +139,15 @@ TEST(Cli, BenchPrintsSpeedsAsJson) {
   EXPECT_GT(j["decode_bytes"].get<double>(), 1e6);
   EXPECT_EQ(j["gpu"].get<std::string>(), "off");
   EXPECT_EQ(j["gpu_plan"].get<std::string>(), "");
+  EXPECT_FALSE(j.contains("tg_roofline_pct"));
+  // --roofline: decode against the read bandwidth measured beside it
+  Result rl = basalt_cmd("bench " + model_arg() + " -p 0 -n 4 -r 2 --json --roofline");
+  ASSERT_EQ(rl.rc, 0) << rl.out;
+  const nlohmann::json jr = nlohmann::json::parse(rl.out.substr(rl.out.rfind("\n{") + 1));
+  EXPECT_GT(jr["read_gbs"].get<double>(), 0.1);
+  EXPECT_GT(jr["tg_roofline_pct"].get<double>(), 0);
+  EXPECT_LT(jr["tg_roofline_pct"].get<double>(), 1000);  // not a unit slip (bytes for GB)
+  EXPECT_GE(jr["decode_step_bytes"].get<double>(), jr["decode_bytes"].get<double>());
 #if defined(BASALT_VULKAN)
   if (!gpu::list_gpus().empty()) {
     Result g = basalt_cmd("bench " + model_arg() + " -p 8 -n 2 -r 1 --json --gpu attn");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // basalt bench: prefill and decode speed, measured like llama-bench: pp of P
 // random tokens, tg of N tokens after D tokens of context, repeated.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "core/runtime/session.h"
 #include "core/util/threads.h"
 #include "cpu/isa.h"
+#include "cpu/peaks.h"
 #include "tools/basalt/common.h"
 
 namespace basalt::cli {
@@ -21,6 +23,7 @@ struct BenchOptions {
   int64_t n_prompt = 512, n_gen = 128, depth = 0;
   int reps = 5;
   bool json = false;
+  bool roofline = false;  // the read bandwidth measured beside each decode repetition
 };
 
 struct Stat {
@@ -37,6 +40,27 @@ Stat stats(const std::vector<double>& v) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Bytes a decode step reads: the weights it streams (all but the embedding
+// table, of which one row, unless the output layer is that table; of stacked
+// experts the share a token uses), and the KV cache of `positions` positions.
+double decode_step_bytes(const Model& model, KvType kv_type, double positions) {
+  const ModelSpec& spec = model.spec();
+  double bytes = 0;
+  for (const Weight* w : model.weights()) {
+    if (w == &model.token_embd() && !spec.tied_output) continue;
+    const bool experts = w->mat_rows < w->rows;
+    bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
+  }
+  const double kv_position = static_cast<double>(spec.n_layer * 2 * KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type)) /
+                             KvCache::kBlock;
+  return bytes + kv_position * positions;
+}
+
 void bench(const BenchOptions& o) {
   auto model = load_model(o.model, !o.json);
   const int64_t V = model->spec().n_vocab;
@@ -47,7 +71,14 @@ void bench(const BenchOptions& o) {
     return t;
   };
   const int64_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen) + 1;
-  std::vector<double> pp, tg;
+  const KvType kv_type = parse_kv_type(o.model.kv_type);
+  // --roofline: a read of a buffer past the caches right before each decode
+  // repetition, on the same threads, so each ratio compares like with like
+  // on a machine whose bandwidth drifts (shared machines do).
+  cpu::ReadBuffer read_buf;
+  if (o.roofline && o.n_gen > 0) read_buf = cpu::make_read_buffer(thread_count());
+  const double step_bytes = decode_step_bytes(*model, kv_type, static_cast<double>(o.depth) + (o.n_gen - 1) / 2.0);
+  std::vector<double> pp, tg, read_gbs, roofline;
   std::string plan;  // the GPU placement ("" when none was asked for)
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up, not counted
     if (o.n_prompt > 0) {
@@ -65,29 +96,23 @@ void bench(const BenchOptions& o) {
       if (plan.empty()) plan = s.offload_plan();
       auto ctx = random_tokens(std::max<int64_t>(1, o.depth));
       s.set_context(ctx);
+      const double peak = read_buf.bytes ? cpu::read_gbs(read_buf, thread_count()) : 0;
       const double t0 = now();
       for (int64_t i = 0; i < o.n_gen; ++i) s.append(static_cast<int32_t>(rng() % V));
-      if (r >= 0) tg.push_back(static_cast<double>(o.n_gen) / (now() - t0));
+      const double rate = static_cast<double>(o.n_gen) / (now() - t0);
+      if (r >= 0) tg.push_back(rate);
+      if (r >= 0 && peak > 0) read_gbs.push_back(peak), roofline.push_back(100 * rate * step_bytes / 1e9 / peak);
     }
   }
   const Stat p = pp.empty() ? Stat{} : stats(pp), g = tg.empty() ? Stat{} : stats(tg);
-  // Weight bytes a decode step streams: all but the embedding table (one row
-  // of it) unless the output layer is that table, and of stacked experts the
-  // share a token uses.
   const ModelSpec& spec = model->spec();
-  double decode_bytes = 0;
-  for (const Weight* w : model->weights()) {
-    if (w == &model->token_embd() && !spec.tied_output) continue;
-    const bool experts = w->mat_rows < w->rows;
-    decode_bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
-  }
+  const double decode_bytes = decode_step_bytes(*model, kv_type, 0);  // the weights
   // What a decode step reads of the cache per position of context (every layer's keys and values).
-  const KvType kv_type = parse_kv_type(o.model.kv_type);
   const int64_t kv_position_bytes =
       spec.n_layer * 2 * KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type) / KvCache::kBlock;
   const std::string kv_label = kv_type == KvType::f16 ? "" : std::string(" kv ") + kv_type_name(kv_type);
   if (o.json) {
-    const nlohmann::json j = {{"model", spec.name},
+    nlohmann::json j = {{"model", spec.name},
                               {"arch", spec.arch},
                               {"params", model->n_params()},
                               {"weight_bytes", model->weight_bytes()},
@@ -106,6 +131,11 @@ void bench(const BenchOptions& o) {
                               {"tg_sd", g.sd},
                               {"gpu", o.model.offload.gpu},
                               {"gpu_plan", plan}};
+    if (!roofline.empty()) {
+      j["decode_step_bytes"] = step_bytes;  // weights and the cache at the mean decode position
+      j["read_gbs"] = median(read_gbs);
+      j["tg_roofline_pct"] = median(roofline);  // of each repetition's adjacent read bandwidth
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     if (!plan.empty()) std::printf("placement: %s\n", plan.c_str());
@@ -117,6 +147,9 @@ void bench(const BenchOptions& o) {
       std::printf("%-28s %8d %6s %10s %10.2f +- %.2f\n", model->spec().name.c_str(), thread_count(), isa_name(selected_isa()),
                   ("tg" + std::to_string(o.n_gen) + (o.depth ? "@d" + std::to_string(o.depth) : "") + kv_label).c_str(),
                   g.mean, g.sd);
+    if (!roofline.empty())
+      std::printf("decode: %.0f%% of the read bandwidth measured beside it (median of %zu; %.1f GB/s, %.0f MB a token)\n",
+                  median(roofline), roofline.size(), median(read_gbs), step_bytes / 1e6);
   }
 }
 }  // namespace
@@ -130,6 +163,9 @@ void register_bench(CLI::App& app) {
   sub->add_option("-d,--depth", o->depth, "context tokens before decoding")->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   sub->add_option("-r,--repetitions", o->reps, "repetitions")->check(CLI::Range(1, 1000));
   sub->add_flag("--json", o->json, "one JSON object per line");
+  sub->add_flag("--roofline", o->roofline,
+                "measure the read bandwidth before each decode repetition (a 1 GiB buffer, BASALT_BENCH_MEM_MIB) "
+                "and report decode against it");
   sub->callback([o] { bench(*o); });
 }
 

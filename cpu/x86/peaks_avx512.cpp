@@ -7,9 +7,9 @@
 
 #include <cstring>
 
-#include "bench/peaks.h"
+#include "cpu/peaks.h"
 
-namespace basalt::bench {
+namespace basalt::cpu {
 
 namespace {
 // Horizontal sums through memory (GCC 12 warns on the _mm512_reduce_* helpers).
@@ -90,4 +90,4 @@ uint64_t read_avx512(const uint8_t* p, size_t bytes, int streams) {
   }
 }
 
-}  // namespace basalt::bench
+}  // namespace basalt::cpu

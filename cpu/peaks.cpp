@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "bench/peaks.h"
+#include "cpu/peaks.h"
 
 #include <omp.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace basalt::bench {
+namespace basalt::cpu {
 
 double thread_cpu_seconds() {
   timespec ts;
@@ -77,9 +77,9 @@ ReadKernelInfo best_read_kernel() {
   return {"portable", read_portable};
 }
 
-ReadBuffer make_read_buffer(int threads) {
+ReadBuffer make_read_buffer(int threads, size_t mib) {
   const char* env = std::getenv("BASALT_BENCH_MEM_MIB");
-  const size_t mib = env && *env ? std::strtoull(env, nullptr, 10) : 1024;
+  if (mib == 0) mib = env && *env ? std::strtoull(env, nullptr, 10) : 1024;
   ReadBuffer b;
   b.bytes = std::max<size_t>(mib, 64) << 20;
   b.data = aligned_alloc_bytes(b.bytes);
@@ -91,6 +91,14 @@ ReadBuffer make_read_buffer(int threads) {
     std::memset(p + it * part, it + 1, part);
   }
   return b;
+}
+
+double read_gbs(const ReadBuffer& buf, int threads, int passes) {
+  const ReadKernelInfo k = best_read_kernel();
+  const double bytes = static_cast<double>(part_bytes(buf.bytes, threads)) * threads;
+  double best = 0;
+  for (int i = 0; i < passes; ++i) best = std::max(best, bytes / run_read(k, buf, threads, 2).seconds / 1e9);
+  return best;
 }
 
 Timing run_compute(const ComputeKernel& k, int threads, int64_t rounds) {
@@ -154,4 +162,4 @@ Peaks measure_peaks(int threads) {
   return p;
 }
 
-}  // namespace basalt::bench
+}  // namespace basalt::cpu

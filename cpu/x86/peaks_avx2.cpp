@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "bench/peaks.h"
+#include "cpu/peaks.h"
 
-namespace basalt::bench {
+namespace basalt::cpu {
 
 namespace {
 template <typename T, typename V>
@@ -118,4 +118,4 @@ uint64_t read_avx2(const uint8_t* p, size_t bytes, int streams) {
   }
 }
 
-}  // namespace basalt::bench
+}  // namespace basalt::cpu

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // This machine's physical limits: memory read bandwidth and the peak rate of
-// the instruction chains the matmul kernels are built from. Shared by
-// peaks_bench (the figures themselves) and matmul_bench (the percentage of
-// peak of each kernel).
+// the instruction chains the matmul kernels are built from. Used by
+// peaks_bench (the figures themselves), matmul_bench (the percentage of peak
+// of each kernel) and `basalt bench --roofline` (decode against the read
+// bandwidth measured beside it).
 #pragma once
 
 #include <cstddef>
@@ -12,7 +13,7 @@
 #include "cpu/isa.h"
 #include "quant/weight.h"
 
-namespace basalt::bench {
+namespace basalt::cpu {
 
 // A chain of one instruction kind, many independent accumulators: runs
 // `rounds` rounds on the calling thread and returns a value to keep alive.
@@ -41,13 +42,13 @@ struct ReadKernelInfo {
 };
 ReadKernelInfo best_read_kernel();  // the widest loads the CPU has
 
-// A buffer for the bandwidth tests: BASALT_BENCH_MEM_MIB (default 1024) MiB,
-// 64-byte aligned, written once by the threads that will read it.
+// A buffer for the bandwidth tests: mib MiB (0: BASALT_BENCH_MEM_MIB, default
+// 1024; at least 64), 64-byte aligned, written once by the threads that will read it.
 struct ReadBuffer {
   AlignedBytes data;
   size_t bytes = 0;
 };
-ReadBuffer make_read_buffer(int threads);
+ReadBuffer make_read_buffer(int threads, size_t mib = 0);
 
 // One timed pass on `threads` OpenMP threads. cpu_seconds is the least CPU
 // time any thread got: far below seconds, the machine was busy and the
@@ -58,6 +59,8 @@ struct Timing {
 };
 Timing run_compute(const ComputeKernel& k, int threads, int64_t rounds);
 Timing run_read(const ReadKernelInfo& k, const ReadBuffer& buf, int threads, int streams);
+// GB/s of the best of `passes` reads of buf, 2 streams per thread.
+double read_gbs(const ReadBuffer& buf, int threads, int passes = 2);
 double thread_cpu_seconds();
 double process_cpu_seconds();
 
@@ -83,4 +86,4 @@ uint64_t read_avx2(const uint8_t* p, size_t bytes, int streams);
 #endif
 uint64_t read_portable(const uint8_t* p, size_t bytes, int streams);
 
-}  // namespace basalt::bench
+}  // namespace basalt::cpu
