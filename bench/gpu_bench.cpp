@@ -147,9 +147,7 @@ int main(int argc, char** argv) {
   }
   benchmark::AddCustomContext("gpu", g_dev->info().describe());
   benchmark::AddCustomContext("gpu_read_GBps", std::to_string(g_peak_gbs));
-  std::string variants = std::string(g_dev->subgroups() ? "subgroup " : "") + (g_dev->integer_dot() ? "integer-dot " : "") +
-                         (g_dev->float16_arith() ? "fp16 " : "");
-  benchmark::AddCustomContext("gpu_shaders", variants.empty() ? "portable" : variants);
+  benchmark::AddCustomContext("gpu_shaders", g_dev->variants());
   for (const BenchFormat& f : kFormats)
     for (const Shape& shape : kShapes)
       for (int64_t tokens : {1, 512})

@@ -185,7 +185,8 @@ class VulkanBackend final : public Backend {
     if (!keys_.empty()) what += std::string(what.empty() ? "" : ", ") + "attention of " + std::to_string(keys_.size()) + " layers";
     if (placement_.all) what += std::string(what.empty() ? "" : ", ") + "norms, RoPE, adds and SwiGLU";
     return "GPU " + std::to_string(dev_->info().index) + " " + dev_->info().describe() + ": " +
-           (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) + " MiB on the device)";
+           (what.empty() ? "nothing offloaded" : what) + " (" + std::to_string(weight_bytes_ >> 20) +
+           " MiB on the device; shaders: " + dev_->variants() + ")";
   }
   bool offloads_anything() const { return !matrices_.empty() || !keys_.empty(); }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "gpu/pipeline.h"
@@ -139,6 +140,13 @@ std::string gib(uint64_t bytes) {
 }
 
 }  // namespace
+
+std::string Device::variants() const {
+  std::string v;
+  for (auto [on, name] : {std::pair{subgroups(), "subgroup"}, {integer_dot(), "integer dot"}, {float16_arith(), "fp16"}})
+    if (on) v += std::string(v.empty() ? "" : ", ") + name;
+  return v.empty() ? "portable" : v;
+}
 
 Device::Allowed Device::parse_allowed(std::string_view portable) {
   if (portable.empty() || portable == "0") return {};

@@ -154,6 +154,7 @@ TEST(Cli, BenchPrintsSpeedsAsJson) {
     ASSERT_EQ(g.rc, 0) << g.out;
     const nlohmann::json jg = nlohmann::json::parse(g.out.substr(g.out.rfind("\n{") + 1));
     EXPECT_NE(jg["gpu_plan"].get<std::string>().find("attention of 30 layers"), std::string::npos) << g.out;
+    EXPECT_NE(jg["gpu_plan"].get<std::string>().find("shaders: "), std::string::npos) << g.out;
     EXPECT_GT(jg["tg_tokens_per_s"].get<double>(), 0);
   }
 #endif
