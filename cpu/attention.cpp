@@ -149,7 +149,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   std::stable_sort(w.order.begin(), w.order.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
 
   const int64_t n_pieces = static_cast<int64_t>(w.pieces.size());
-  const int64_t elem = kv.type() == KvType::q8 ? 1 : 2;  // bytes per cached element
+  const bool q8 = kv.type() == KvType::q8;
+  const int64_t elem = q8 ? 1 : 2;  // bytes per cached element
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
 #pragma omp parallel
   {
@@ -167,7 +168,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
       const uint8_t *kb = kv.key_blocks(layer, seq), *vb = kv.value_blocks(layer, seq);
       const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
       AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                      kv.type(), kb + heads_at, vb + heads_at, kb + scales_at, vb + scales_at, kv.block_bytes(),
+                      kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
+                      kv.block_bytes(),
                       p.p0, p.p1, scale,
                       whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                       whole, s, s + rows, thread_scratch(scratch)};

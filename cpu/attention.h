@@ -28,7 +28,7 @@ struct AttentionTile {
   // h at position p, its block at b = p / kCacheBlock * ld bytes and j = p % kCacheBlock:
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
   //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
-  // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values).
+  // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values); f16: ks = vs = nullptr.
   KvType kv_type;
   const uint8_t* k;
   const uint8_t* v;

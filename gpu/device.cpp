@@ -143,7 +143,8 @@ std::string gib(uint64_t bytes) {
 
 std::string Device::variants() const {
   std::string v;
-  for (auto [on, name] : {std::pair{subgroups(), "subgroup"}, {integer_dot(), "integer dot"}, {float16_arith(), "fp16"}})
+  for (auto [on, name] : {std::pair{subgroups(), "subgroup"}, {integer_dot(), "integer dot"}, {float16_arith(), "fp16"},
+                          {!storage16(), "f16 as words"}})
     if (on) v += std::string(v.empty() ? "" : ", ") + name;
   return v.empty() ? "portable" : v;
 }
@@ -233,7 +234,9 @@ std::unique_ptr<Device> Device::open(int index) {
   // A quirk of CPU implementations: they emulate f16 arithmetic (lavapipe ran
   // the f16 GEMM at 0.55-0.7x the f32 one), so it is off unless asked for.
   if (d->info_.software()) d->allowed_.float16 = false;
-  if (const char* portable = std::getenv("BASALT_GPU_PORTABLE")) d->allowed_ = parse_allowed(portable);
+  // A list turns off what it names and allows the rest (f16 arithmetic too: asked for); "0" changes nothing.
+  const char* portable = std::getenv("BASALT_GPU_PORTABLE");
+  if (portable && *portable && std::string_view(portable) != "0") d->allowed_ = parse_allowed(portable);
   vk().vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   uint32_t nq = 0;

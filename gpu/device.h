@@ -86,7 +86,8 @@ class Device {
   bool integer_dot() const { return info_.integer_dot && allowed_.integer_dot; }
   bool float16_arith() const { return info_.float16 && allowed_.float16; }
   bool storage16() const { return info_.storage16 && allowed_.storage16; }  // 16-bit values in buffers
-  // The variants in use, for the plan line: "subgroup, integer dot, fp16", or "portable".
+  // The variants in use, for the plan line: "subgroup, integer dot, fp16" ("f16 as words"
+  // without 16-bit storage), or "portable".
   std::string variants() const;
   // "name_subgroup" where the device takes that variant, else name.
   std::string variant(const std::string& name) const { return subgroups() ? name + "_subgroup" : name; }

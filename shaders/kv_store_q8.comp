@@ -36,6 +36,12 @@ float head_amax(bool key, uint row) {
   return m[0];
 }
 
+// 127 / max|x|, or 0 for an all-zero head (and one so small that the quotient overflows), as quantize_kv_q8.
+float finite_inverse(float amax) {
+  const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+  return isinf(inv) ? 0.0 : inv;
+}
+
 uint quantize(float x, float inv) { return uint(int(clamp(roundEven(x * inv), -127.0, 127.0))) & 0xFFu; }
 
 void main() {
@@ -44,7 +50,7 @@ void main() {
   const uint blk = base[t] + (ps / BLOCK) * p.block_bytes;  // bytes
   const uint scale_word = (blk + p.kv_dim * BLOCK + (h * BLOCK + jj) * 4) / 4;
 
-  const float ka = head_amax(true, row), kinv = ka > 0.0 ? 127.0 / ka : 0.0;
+  const float ka = head_amax(true, row), kinv = finite_inverse(ka);
   for (uint d = j; d < hd; d += WG) {
     const uint byte = blk + (h * hd + d) * BLOCK + jj, shift = (byte % 4) * 8;
     atomicAnd(kc[byte / 4], ~(0xFFu << shift));
@@ -52,7 +58,7 @@ void main() {
   }
   if (j == 0) kc[scale_word] = floatBitsToUint(ka / 127.0);
 
-  const float va = head_amax(false, row), vinv = va > 0.0 ? 127.0 / va : 0.0;
+  const float va = head_amax(false, row), vinv = finite_inverse(va);
   const uint vrow = (blk + (h * BLOCK + jj) * hd) / 4;  // head_dim is a multiple of 4
   for (uint w = j; w < hd / 4; w += WG) {
     uint word = 0;

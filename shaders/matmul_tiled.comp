@@ -89,7 +89,8 @@ void stage_inputs_f16(uint t, uint b, uint t0, uint n_tok) {
     v[k] = tok < n_tok && col < p.cols ? x[row + col] : 0.0;
     amax = max(amax, abs(v[k]));
   }
-  const float inv = amax > 0.0 ? 1.0 / amax : 0.0;
+  float inv = amax > 0.0 ? 1.0 / amax : 0.0;
+  if (isinf(inv)) inv = 0.0;  // a block of denormals: zeros
   for (uint k = 0; k < BK; ++k) xs[k][t / 4][t % 4] = float16_t(v[k] * inv);
   xmax[t / 4][t % 4] = amax;
 }

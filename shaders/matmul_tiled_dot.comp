@@ -63,12 +63,13 @@ void stage_inputs(uint t, uint b, uint t0, uint n_tok) {
     v[k] = tok < n_tok && col < p.cols ? x[row + col] : 0.0;
     amax = max(amax, abs(v[k]));
   }
-  const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+  float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+  if (isinf(inv)) inv = 0.0;  // a block of denormals: zeros
   int sum[2] = int[2](0, 0);
   for (uint c = 0; c < 8; ++c) {
     uint word = 0u;
     for (uint k = 0; k < 4; ++k) {
-      const int q = int(roundEven(v[4 * c + k] * inv));
+      const int q = int(clamp(roundEven(v[4 * c + k] * inv), -127.0, 127.0));
       sum[c / 4] += q;
       word |= (uint(q) & 255u) << (8 * k);
     }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <utility>
 
 #include "core/error.h"
 #include "quant/half.h"
@@ -22,7 +21,8 @@ KvType parse_kv_type(std::string_view name) {
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   float amax = 0;
   for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const float d = amax / 127, id = amax > 0 ? 127 / amax : 0;
+  const float d = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+  const float id = std::isfinite(inv) ? inv : 0;  // max|x| ~1e-38: zeros (off by at most that)
   for (int64_t i = 0; i < n; ++i)  // clamped: a NaN or an infinity must not reach the int conversion
     q[i * q_stride] = static_cast<int8_t>(std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(x[i] * id))));
   return d;

@@ -32,7 +32,8 @@ KvType parse_kv_type(std::string_view name);  // "f16" or "q8"; Error otherwise
 
 // The q8 rounding of n values: returns the scale d = max|x| / 127 and sets
 // q[i * q_stride] = x[i] * (127 / max|x|) rounded to nearest even (0 for an
-// all-zero x), so that x[i] ~ d * q[i]. shaders/kv_store.comp rounds the same way.
+// all-zero x), so that x[i] ~ d * q[i]. shaders/kv_store_q8.comp rounds the
+// same way, but for GLSL's division (a rare element one step away).
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride = 1);
 
 class KvCache {

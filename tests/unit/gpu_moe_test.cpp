@@ -206,58 +206,58 @@ TEST(GpuMoe, LayerMatchesReference) {
   };
   const std::vector<float> G = decoded(gate), U = decoded(up), D = decoded(down);
   testutil::for_each_variant(*dev, [&] {
-  for (int64_t n_tok : {1, 7, 40}) {
-    const int64_t T = n_tok * K;
-    const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng), x0 = random_floats(static_cast<size_t>(n_tok * d), rng);
-    const bool tiled = n_tok >= gpu::kTiledMatmulTokens, int8 = testutil::int8_inputs(*dev, gate, tiled);
-    const std::vector<float> x = int8 ? testutil::int8_blocks(x0, n_tok, d, d) : x0;
-    std::vector<float> want(static_cast<size_t>(y_offset + n_tok * ldy), 0.0f), got(want.size(), 0.0f);
-    std::vector<int32_t> ids(K);
-    std::vector<float> weights(K);
-    std::vector<double> h(F);
-    for (int64_t t = 0; t < n_tok; ++t) {
-      cpu::route_top_k(logits.data() + t * E, E, K, ids.data(), weights.data());
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t e = ids[j];
-        for (int64_t f = 0; f < F; ++f) {
-          double g = 0, u = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            g += static_cast<double>(G[(e * F + f) * d + c]) * x[t * d + c];
-            u += static_cast<double>(U[(e * F + f) * d + c]) * x[t * d + c];
+    for (int64_t n_tok : {1, 7, 40}) {
+      const int64_t T = n_tok * K;
+      const std::vector<float> logits = random_floats(static_cast<size_t>(n_tok * E), rng), x0 = random_floats(static_cast<size_t>(n_tok * d), rng);
+      const bool tiled = n_tok >= gpu::kTiledMatmulTokens, int8 = testutil::int8_inputs(*dev, gate, tiled);
+      const std::vector<float> x = int8 ? testutil::int8_blocks(x0, n_tok, d, d) : x0;
+      std::vector<float> want(static_cast<size_t>(y_offset + n_tok * ldy), 0.0f), got(want.size(), 0.0f);
+      std::vector<int32_t> ids(K);
+      std::vector<float> weights(K);
+      std::vector<double> h(F);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        cpu::route_top_k(logits.data() + t * E, E, K, ids.data(), weights.data());
+        for (int64_t j = 0; j < K; ++j) {
+          const int64_t e = ids[j];
+          for (int64_t f = 0; f < F; ++f) {
+            double g = 0, u = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              g += static_cast<double>(G[(e * F + f) * d + c]) * x[t * d + c];
+              u += static_cast<double>(U[(e * F + f) * d + c]) * x[t * d + c];
+            }
+            h[f] = g / (1 + std::exp(-g)) * u;
           }
-          h[f] = g / (1 + std::exp(-g)) * u;
-        }
-        if (int8) {  // the down matmul's input, as the device quantizes it
-          std::vector<float> hf(h.begin(), h.end());
-          hf = testutil::int8_blocks(hf, 1, F, F);
-          h.assign(hf.begin(), hf.end());
-        }
-        for (int64_t i = 0; i < d; ++i) {
-          double o = 0;
-          for (int64_t f = 0; f < F; ++f) o += D[(e * d + i) * F + f] * h[f];
-          want[y_offset + t * ldy + i] += static_cast<float>(weights[j] * o);
+          if (int8) {  // the down matmul's input, as the device quantizes it
+            std::vector<float> hf(h.begin(), h.end());
+            hf = testutil::int8_blocks(hf, 1, F, F);
+            h.assign(hf.begin(), hf.end());
+          }
+          for (int64_t i = 0; i < d; ++i) {
+            double o = 0;
+            for (int64_t f = 0; f < F; ++f) o += D[(e * d + i) * F + f] * h[f];
+            want[y_offset + t * ldy + i] += static_cast<float>(weights[j] * o);
+          }
         }
       }
+      auto buffer = [&](size_t floats, const char* what) { return gpu::Buffer(*dev, floats * 4, gpu::Memory::device, what); };
+      gpu::Buffer lb = buffer(logits.size(), "logits"), rb = buffer(gpu::moe_route_words(n_tok, E, K), "route"),
+                  xb = buffer(x.size(), "x"), gb = buffer(T * F, "gate"), ub = buffer(T * F, "up"), eb = buffer(T * d, "expert rows"),
+                  yb = buffer(got.size(), "y");
+      gpu::Stream s(*dev);
+      record_route(*dev, s, lb, rb, logits, n_tok, E, K);
+      s.upload(xb, x0.data(), x0.size() * 4);
+      s.fill_zero(yb, 0, got.size() * 4);
+      gpu::grouped_matmul(*dev, s, {&gm, &rb, E, n_tok, K, true, &xb, d, &gb, F});
+      gpu::grouped_matmul(*dev, s, {&um, &rb, E, n_tok, K, true, &xb, d, &ub, F});
+      gpu::swiglu(*dev, s, gb, ub, gb, T * F);
+      gpu::grouped_matmul(*dev, s, {&dm, &rb, E, n_tok, K, false, &gb, F, &eb, d});
+      gpu::moe_combine(*dev, s, eb, rb, yb, y_offset, ldy, n_tok, d, E, K);
+      s.download(yb, got.data(), got.size() * 4);
+      s.finish();
+      // int8: h is rounded to int8 from the device's f32 and the reference's float64, which may differ by a step
+      const double bound = int8 ? 1e-7 : testutil::matmul_nmse_bound(*dev, gate, tiled);
+      EXPECT_LT(nmse(got, want), bound) << n_tok << " tokens";
     }
-    auto buffer = [&](size_t floats, const char* what) { return gpu::Buffer(*dev, floats * 4, gpu::Memory::device, what); };
-    gpu::Buffer lb = buffer(logits.size(), "logits"), rb = buffer(gpu::moe_route_words(n_tok, E, K), "route"),
-                xb = buffer(x.size(), "x"), gb = buffer(T * F, "gate"), ub = buffer(T * F, "up"), eb = buffer(T * d, "expert rows"),
-                yb = buffer(got.size(), "y");
-    gpu::Stream s(*dev);
-    record_route(*dev, s, lb, rb, logits, n_tok, E, K);
-    s.upload(xb, x0.data(), x0.size() * 4);
-    s.fill_zero(yb, 0, got.size() * 4);
-    gpu::grouped_matmul(*dev, s, {&gm, &rb, E, n_tok, K, true, &xb, d, &gb, F});
-    gpu::grouped_matmul(*dev, s, {&um, &rb, E, n_tok, K, true, &xb, d, &ub, F});
-    gpu::swiglu(*dev, s, gb, ub, gb, T * F);
-    gpu::grouped_matmul(*dev, s, {&dm, &rb, E, n_tok, K, false, &gb, F, &eb, d});
-    gpu::moe_combine(*dev, s, eb, rb, yb, y_offset, ldy, n_tok, d, E, K);
-    s.download(yb, got.data(), got.size() * 4);
-    s.finish();
-    // int8: h is rounded to int8 from the device's f32 and the reference's float64, which may differ by a step
-    const double bound = int8 ? 1e-7 : testutil::matmul_nmse_bound(*dev, gate, tiled);
-    EXPECT_LT(nmse(got, want), bound) << n_tok << " tokens";
-  }
   }, /*matmuls=*/true);
 }
 

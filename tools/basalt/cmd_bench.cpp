@@ -101,15 +101,15 @@ void bench(const BenchOptions& o) {
       for (int64_t i = 0; i < o.n_gen; ++i) s.append(static_cast<int32_t>(rng() % V));
       const double rate = static_cast<double>(o.n_gen) / (now() - t0);
       if (r >= 0) tg.push_back(rate);
-      if (r >= 0 && peak > 0) read_gbs.push_back(peak), roofline.push_back(100 * rate * step_bytes / 1e9 / peak);
+      // Against the CPU's bandwidth only when the CPU reads the bytes.
+      if (r >= 0 && peak > 0 && plan.empty()) read_gbs.push_back(peak), roofline.push_back(100 * rate * step_bytes / 1e9 / peak);
     }
   }
   const Stat p = pp.empty() ? Stat{} : stats(pp), g = tg.empty() ? Stat{} : stats(tg);
   const ModelSpec& spec = model->spec();
   const double decode_bytes = decode_step_bytes(*model, kv_type, 0);  // the weights
   // What a decode step reads of the cache per position of context (every layer's keys and values).
-  const int64_t kv_position_bytes =
-      spec.n_layer * 2 * KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type) / KvCache::kBlock;
+  const int64_t kv_position_bytes = std::llround(decode_step_bytes(*model, kv_type, 1) - decode_bytes);
   const std::string kv_label = kv_type == KvType::f16 ? "" : std::string(" kv ") + kv_type_name(kv_type);
   if (o.json) {
     nlohmann::json j = {{"model", spec.name},
@@ -165,7 +165,7 @@ void register_bench(CLI::App& app) {
   sub->add_flag("--json", o->json, "one JSON object per line");
   sub->add_flag("--roofline", o->roofline,
                 "measure the read bandwidth before each decode repetition (a 1 GiB buffer, BASALT_BENCH_MEM_MIB) "
-                "and report decode against it");
+                "and report decode against it (CPU only: not with a GPU placement)");
   sub->callback([o] { bench(*o); });
 }
 
