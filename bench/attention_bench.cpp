@@ -68,7 +68,7 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvTyp
   }
   const double keys = static_cast<double>(depth) + static_cast<double>(n_tok + 1) / 2;  // per token, on average
   const double iters = static_cast<double>(state.iterations());
-  const double position_bytes = 2.0 * static_cast<double>(kv.block_bytes()) / KvCache::kBlock;  // K and V
+  const double position_bytes = static_cast<double>(KvCache::position_bytes(h.n_head_kv, h.head_dim, type));
   if (n_tok == 1) state.counters["GB/s"] = benchmark::Counter(keys * position_bytes * iters, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(4.0 * h.n_head * h.head_dim * keys * n_tok * iters / 1e9, benchmark::Counter::kIsRate);

@@ -106,7 +106,7 @@ void attention_bench(benchmark::State& state, KvType type, int64_t depth, int64_
   const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, type, 0, block_bytes, &pos, 0, &o, 0, n_head * hd, n_tok, n_head,
                             n_kv, hd, 0, &part, depth + n_tok - 1};
   const double sec = time_dispatches(state, [&](gpu::Stream& s) { gpu::attention(*g_dev, s, op); });
-  report_bytes(state, 2.0 * static_cast<double>(depth + n_tok) * block_bytes / 64, sec);  // K and V once
+  report_bytes(state, static_cast<double>((depth + n_tok) * KvCache::position_bytes(n_kv, hd, type)), sec);  // K and V once
   // Scores and P V: 4 flops per (query row, key, dimension) seen.
   const double pairs = static_cast<double>(n_tok) * depth + static_cast<double>(n_tok) * (n_tok + 1) / 2;
   state.counters["GFLOP/s"] = 4.0 * pairs * n_head * hd / sec / 1e9;

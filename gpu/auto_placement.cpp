@@ -51,8 +51,7 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   Estimate attn, experts, all;
   const double depth = static_cast<double>(std::max<int64_t>(1, n_ctx / 2));
   // One layer's keys and values of one position, in the cache's type.
-  const double kv_position = 2.0 * static_cast<double>(KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type)) /
-                             KvCache::kBlock;
+  const double kv_position = static_cast<double>(KvCache::position_bytes(spec.n_head_kv, spec.head_dim, kv_type));
   // Per kind of work (attention, experts), and for the whole model: every
   // weight and the KV cache's copy on the device; a decode step reads the
   // dense weights, the chosen experts' share and the cache, with one upload

@@ -52,6 +52,10 @@ class KvCache {
   // Bytes of one block of keys (or of values) of one (layer, seq): kBlock positions of every KV head.
   static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type);
   int64_t block_bytes() const { return block_bytes(n_head_kv_, head_dim_, type_); }
+  // Bytes of one position's keys and values in one layer (scales included): what attention reads per position.
+  static int64_t position_bytes(int64_t n_head_kv, int64_t head_dim, KvType type) {
+    return 2 * block_bytes(n_head_kv, head_dim, type) / kBlock;
+  }
   // Where a q8 block's scales start, in bytes from the block's start.
   int64_t scales_offset() const { return kv_dim_ * kBlock; }
 

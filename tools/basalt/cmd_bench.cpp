@@ -56,8 +56,7 @@ double decode_step_bytes(const Model& model, KvType kv_type, double positions) {
     const bool experts = w->mat_rows < w->rows;
     bytes += static_cast<double>(w->total_bytes()) * (experts ? static_cast<double>(spec.n_expert_used) / spec.n_expert : 1.0);
   }
-  const double kv_position = static_cast<double>(spec.n_layer * 2 * KvCache::block_bytes(spec.n_head_kv, spec.head_dim, kv_type)) /
-                             KvCache::kBlock;
+  const double kv_position = static_cast<double>(spec.n_layer * KvCache::position_bytes(spec.n_head_kv, spec.head_dim, kv_type));
   return bytes + kv_position * positions;
 }
 
@@ -109,7 +108,7 @@ void bench(const BenchOptions& o) {
   const ModelSpec& spec = model->spec();
   const double decode_bytes = decode_step_bytes(*model, kv_type, 0);  // the weights
   // What a decode step reads of the cache per position of context (every layer's keys and values).
-  const int64_t kv_position_bytes = std::llround(decode_step_bytes(*model, kv_type, 1) - decode_bytes);
+  const int64_t kv_position_bytes = spec.n_layer * KvCache::position_bytes(spec.n_head_kv, spec.head_dim, kv_type);
   const std::string kv_label = kv_type == KvType::f16 ? "" : std::string(" kv ") + kv_type_name(kv_type);
   if (o.json) {
     nlohmann::json j = {{"model", spec.name},
