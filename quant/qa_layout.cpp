@@ -36,18 +36,6 @@ uint16_t load_u16(const uint8_t* p) {
 
 }  // namespace
 
-QaLayout qa_layout(int bits, QaScales enc) {
-  const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high-bit plane
-  switch (enc) {
-    case QaScales::f16_sym: return {bits, enc, 2, 0, 32, chunks};
-    case QaScales::f16_affine:
-    case QaScales::f16_zero: return {bits, enc, 2, 0, 64, chunks};
-    case QaScales::kquant: return {bits, enc, 8, 64, 32, chunks};
-    case QaScales::q6k: return {bits, enc, 8, 64, 32, chunks};
-  }
-  throw Error("internal: unknown qa scale encoding");
-}
-
 size_t qa_rowmajor_bytes(int bits, QaScales enc, int64_t cols) {
   return static_cast<size_t>(cols / kQaBlock) * rowmajor_block_bytes(bits) + rowmajor_scale_bytes(enc, cols);
 }

@@ -37,24 +37,35 @@ struct QaLayout {
   int scale_bytes;       // S, per block of 16 rows
   int quant_chunks;      // Q / 64
 
-  int quant_bytes() const { return 64 * quant_chunks; }
-  size_t group_bytes() const {
+  constexpr int quant_bytes() const { return 64 * quant_chunks; }
+  constexpr size_t group_bytes() const {
     return static_cast<size_t>(header_bytes) + static_cast<size_t>(blocks_per_group) * (scale_bytes + quant_bytes());
   }
-  int64_t groups(int64_t cols) const {
+  constexpr int64_t groups(int64_t cols) const {
     const int64_t nb = cols / kQaBlock;
     return (nb + blocks_per_group - 1) / blocks_per_group;
   }
-  size_t tile_bytes(int64_t cols) const { return static_cast<size_t>(groups(cols)) * group_bytes(); }
+  constexpr size_t tile_bytes(int64_t cols) const { return static_cast<size_t>(groups(cols)) * group_bytes(); }
   // Pointers into group g of a tile.
-  const uint8_t* group(const uint8_t* tile, int64_t g) const { return tile + static_cast<size_t>(g) * group_bytes(); }
-  const uint8_t* scales(const uint8_t* grp, int j) const { return grp + header_bytes + j * scale_bytes; }
-  const uint8_t* quants(const uint8_t* grp, int j) const {
+  constexpr const uint8_t* group(const uint8_t* tile, int64_t g) const { return tile + static_cast<size_t>(g) * group_bytes(); }
+  constexpr const uint8_t* scales(const uint8_t* grp, int j) const { return grp + header_bytes + j * scale_bytes; }
+  constexpr const uint8_t* quants(const uint8_t* grp, int j) const {
     return grp + header_bytes + blocks_per_group * scale_bytes + j * quant_bytes();
   }
 };
 
-QaLayout qa_layout(int bits, QaScales enc);
+// constexpr: the kernels fold a format's offsets into their code.
+constexpr QaLayout qa_layout(int bits, QaScales enc) {
+  const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high-bit plane
+  switch (enc) {
+    case QaScales::f16_sym: return {bits, enc, 2, 0, 32, chunks};
+    case QaScales::f16_affine:
+    case QaScales::f16_zero: return {bits, enc, 2, 0, 64, chunks};
+    case QaScales::kquant:
+    case QaScales::q6k: return {bits, enc, 8, 64, 32, chunks};
+  }
+  return {bits, enc, 0, 0, 0, 0};  // unreachable: every encoding is above
+}
 
 // The reference reading of one row (lane) of block b of a tile: its integer
 // quants (signed for 8 bits) and w = scale * (q - zero) + bias.

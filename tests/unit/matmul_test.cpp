@@ -65,6 +65,46 @@ TEST(Matmul, EveryVariantMatchesReference) {
   EXPECT_GT(checked, 300);
 }
 
+// The largest codes against the largest inputs: the kernels' int16 partial
+// sums (AVX2 adds several vpmaddubsw results before widening) must not wrap.
+TEST(Matmul, ExtremeCodesAndInputsStayExact) {
+  std::mt19937 rng(7);
+  const int64_t rows = 33, cols = 512;
+  int checked = 0;
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    // 0xFF: every code at its maximum; 0x80 and 0x7F: the 8-bit extremes -128 and 127.
+    for (int fill : {0xFF, 0x80, 0x7F}) {
+      const Weight w = qa_weight_from_rows(f.name, f.bits, f.scales, rows, cols,
+                                           testutil::random_rowmajor(f, rows, cols, rng, fill).data());
+      for (float sign : {1.0f, -1.0f}) {
+        const int64_t n_tok = 3;
+        std::vector<float> x(static_cast<size_t>(n_tok * cols), sign);  // every input quantizes to +-127
+        QuantizedActs xq;
+        quantize_activations(x.data(), n_tok, cols, xq);
+        std::vector<float> ref(static_cast<size_t>(n_tok * rows)), got(ref.size());
+        kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), rows, 0, rows});
+        double ref_norm = 0;
+        for (float v : ref) ref_norm = std::max(ref_norm, std::fabs(static_cast<double>(v)));
+        for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+          if (!cpu_supports(isa)) continue;  // EveryVariantMatchesReference notes the missing ones
+          for (int64_t t : {int64_t{1}, n_tok}) {  // decode and prefill paths
+            std::fill(got.begin(), got.end(), NAN);
+            matmul({&w, x.data(), &xq, t, got.data(), rows, 0, rows}, isa);
+            double worst = 0;
+            for (size_t i = 0; i < static_cast<size_t>(t * rows); ++i)
+              worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+            EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
+                << f.name << " " << isa_name(isa) << " fill " << fill << " sign " << sign << " tokens " << t;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // The integer path must agree with the float definition of the format within
 // what int8 activations lose.
 TEST(Matmul, QuantizedMatchesDequantizedFloat) {

@@ -54,7 +54,7 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
   return w;
 }
 
-std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
+std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng, int quant_fill) {
   std::uniform_real_distribution<float> u(-1, 1);
   {
     const size_t rm = qa_rowmajor_bytes(f.bits, f.scales, cols);
@@ -64,7 +64,7 @@ std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols
     std::vector<uint8_t> rows_rm(rows * rm);
     for (int64_t r = 0; r < rows; ++r) {
       uint8_t* row = rows_rm.data() + r * rm;
-      for (size_t i = 0; i < qb; ++i) row[i] = static_cast<uint8_t>(rng());
+      for (size_t i = 0; i < qb; ++i) row[i] = static_cast<uint8_t>(quant_fill >= 0 ? quant_fill : rng());
       uint8_t* s = row + qb;
       switch (f.scales) {
         case QaScales::f16_sym:

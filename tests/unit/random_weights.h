@@ -22,7 +22,9 @@ extern const Format kFormats[11];
 
 // A weight of the format with random contents in the engine layout.
 Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
-// Random qa rows in the row-major form (quant/qa_layout.h), with sane scales.
-std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
+// Random qa rows in the row-major form (quant/qa_layout.h), with sane scales;
+// quant_fill >= 0: every quant byte is that value (extreme codes).
+std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng,
+                                     int quant_fill = -1);
 
 }  // namespace basalt::testutil
