@@ -22,6 +22,17 @@ using testutil::kFormats;
 using testutil::random_rowmajor;
 using testutil::random_weight;
 
+// Quantizes x (n_tok rows) into xq, writes the scalar reference's output to
+// ref and returns its largest magnitude (the scale of the error bounds).
+double reference(const Weight& w, const std::vector<float>& x, int64_t n_tok, QuantizedActs& xq, std::vector<float>& ref) {
+  quantize_activations(x.data(), n_tok, w.cols, xq);
+  ref.assign(static_cast<size_t>(n_tok * w.rows), 0.0f);
+  kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), w.rows, 0, w.rows});
+  double norm = 0;
+  for (float v : ref) norm = std::max(norm, std::fabs(static_cast<double>(v)));
+  return norm;
+}
+
 TEST(Matmul, EveryVariantMatchesReference) {
   std::mt19937 rng(42);
   int checked = 0;
@@ -39,11 +50,8 @@ TEST(Matmul, EveryVariantMatchesReference) {
           if (f.format == WeightFormat::bf16)
             for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
           QuantizedActs xq;
-          quantize_activations(x.data(), n_tok, cols, xq);
-          std::vector<float> ref(static_cast<size_t>(n_tok * rows)), got(ref.size());
-          kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), rows, 0, rows});
-          double ref_norm = 0;
-          for (float v : ref) ref_norm = std::max(ref_norm, std::fabs(static_cast<double>(v)));
+          std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
+          const double ref_norm = reference(w, x, n_tok, xq, ref);
           for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
             if (!cpu_supports(isa)) {
               std::printf("[ note ] %s kernels not tested: this CPU lacks them\n", isa_name(isa));
@@ -81,11 +89,8 @@ TEST(Matmul, ExtremeCodesAndInputsStayExact) {
         const int64_t n_tok = 3;
         std::vector<float> x(static_cast<size_t>(n_tok * cols), sign);  // every input quantizes to +-127
         QuantizedActs xq;
-        quantize_activations(x.data(), n_tok, cols, xq);
-        std::vector<float> ref(static_cast<size_t>(n_tok * rows)), got(ref.size());
-        kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), rows, 0, rows});
-        double ref_norm = 0;
-        for (float v : ref) ref_norm = std::max(ref_norm, std::fabs(static_cast<double>(v)));
+        std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
+        const double ref_norm = reference(w, x, n_tok, xq, ref);
         for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512}) {
           if (!cpu_supports(isa)) continue;  // EveryVariantMatchesReference notes the missing ones
           for (int64_t t : {int64_t{1}, n_tok}) {  // decode and prefill paths
