@@ -50,8 +50,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * d;
     float* yt = y + t * d;
-    double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xt[i]) * xt[i];
+    const double ss = k.sum_squares(xt, d);
     const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
     for (int64_t i = 0; i < d; ++i) yt[i] = xt[i] * scale * w[i];
     if (yq) quantize_row(k, yt, t, *yq);

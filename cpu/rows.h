@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Row kernels of the element-wise work between matmuls, per ISA: SwiGLU and
-// the int8 quantization of activations (cpu/activations.h). One row at a time,
+// Row kernels of the element-wise work between matmuls, per ISA: SwiGLU, the
+// sum of squares of rms_norm and the int8 quantization of activations (cpu/activations.h). One row at a time,
 // so callers fuse them: a row is quantized right after it is made, while it is
 // still in L1, instead of in a second pass over the whole tensor.
 #pragma once
@@ -18,6 +18,9 @@ struct RowKernels {
   // d[cols / 32] (f16-rounded), sum16[cols / 16]. Every variant gives exactly
   // the reference's bytes (same float operations, round to nearest even).
   void (*quantize)(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum16);
+  // The sum of x[i]^2 over n values, in double (rms_norm): the same as the
+  // reference's in-order sum but for the rounding of the additions.
+  double (*sum_squares)(const float* x, int64_t n);
 };
 
 // The kernels of the ISA; the reference (cpu/ref/rows_ref.cpp) where it has none.

@@ -33,8 +33,14 @@ void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* su
   }
 }
 
+double sum_squares_ref(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
 }  // namespace
 
-const RowKernels rows_ref{swiglu_ref, quantize_ref};
+const RowKernels rows_ref{swiglu_ref, quantize_ref, sum_squares_ref};
 
 }  // namespace basalt::cpu::kernels

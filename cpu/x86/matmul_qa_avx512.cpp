@@ -23,7 +23,7 @@ namespace {
 constexpr int kMaxTok = 6;     // tokens per pass over a tile (prefill): 6 accumulators + 8 unpacked vectors
 constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pass (read streams)
 constexpr int kDecodeStreams = 2;  // 4 measured the same (basalt_matmul_bench, 1.1B shapes)
-constexpr int kPrefetchBytes = 4096;
+constexpr int kPrefetchBytes = 2048;
 
 inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -39,6 +39,21 @@ struct Simd {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
+  // Sum of x[i]^2 in double (each square exact), four accumulators of 4 lanes.
+  static double sum_squares(const float* x, int64_t n) {
+    __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int j = 0; j < 4; ++j) {
+        const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * j));
+        a[j] = _mm256_fmadd_pd(v, v, a[j]);
+      }
+    const __m256d t = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    double s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return s;
+  }
 
   // e^x = 2^n e^f with n = round(x / ln 2), f = x - n ln 2 in [-ln2/2, ln2/2]
   // (ln 2 in two parts, Cody-Waite), e^f by its Taylor polynomial of degree 6

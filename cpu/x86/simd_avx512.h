@@ -39,6 +39,19 @@ struct Simd {
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static float hsum(V x) { return _mm512_reduce_add_ps(x); }
   static float hmax(V x) { return _mm512_reduce_max_ps(x); }
+  // Sum of x[i]^2 in double (each square exact), four accumulators of 8 lanes.
+  static double sum_squares(const float* x, int64_t n) {
+    __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int j = 0; j < 4; ++j) {
+        const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * j));
+        a[j] = _mm512_fmadd_pd(v, v, a[j]);
+      }
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a[0], a[1]), _mm512_add_pd(a[2], a[3])));
+    for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return s;
+  }
 
   // e^x = 2^n e^f with n = round(x / ln 2), f = x - n ln 2 in [-ln2/2, ln2/2]
   // (ln 2 in two parts, Cody-Waite), e^f by its Taylor polynomial of degree 6

@@ -83,6 +83,19 @@ TEST(RowKernels, SwigluMatchesReference) {
   }
 }
 
+TEST(RowKernels, SumSquaresMatchesReference) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd(0, 3);
+  for (int64_t n : {0, 1, 7, 15, 16, 31, 32, 33, 100, 2048, 5632}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = nd(rng);
+    if (n >= 3) x[0] = 3e18f, x[1] = 1e-30f, x[2] = -7;  // squares far beyond float's range: exact in double
+    const double ref = kernels::rows_ref.sum_squares(x.data(), n);
+    for (Isa isa : isas_here())
+      EXPECT_NEAR(row_kernels(isa).sum_squares(x.data(), n), ref, 1e-14 * ref) << isa_name(isa) << " n " << n;
+  }
+}
+
 void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* what) {
   EXPECT_EQ(a.n_tok, b.n_tok) << what;
   EXPECT_EQ(a.stride, b.stride) << what;
