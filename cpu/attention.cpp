@@ -152,7 +152,9 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   const bool q8 = kv.type() == KvType::q8;
   const int64_t elem = q8 ? 1 : 2;  // bytes per cached element
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
-#pragma omp parallel
+  // One piece (decode at a short context): the calling thread alone, no fork and barriers.
+  const bool team = n_pieces > 1 || n > 1;
+#pragma omp parallel if (team)
   {
     // The batch's own keys and values first: its tokens see each other's.
 #pragma omp for schedule(static)
