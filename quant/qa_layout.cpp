@@ -119,9 +119,11 @@ void qa_pack_tile(const QaLayout& L, const uint8_t* const* rows, int n, int64_t 
             continue;
           }
           qt[64 * c + 4 * i + k] = static_cast<uint8_t>((q[lo] & 0xF) | ((q[hi] & 0xF) << 4));
-          for (int plane = 0; plane < L.bits - 4; ++plane) {
-            uint8_t& hb = qt[64 * (4 + plane) + 4 * i + k];
-            hb = static_cast<uint8_t>(hb | (((q[lo] >> (4 + plane)) & 1) << c) | (((q[hi] >> (4 + plane)) & 1) << (4 + c)));
+          uint8_t* hb = qt + 64 * 4 + 4 * i + k;  // the high bits (qa_layout.h)
+          if (L.bits == 5) *hb = static_cast<uint8_t>(*hb | ((q[lo] >> 4) & 1) << c | ((q[hi] >> 4) & 1) << (4 + c));
+          if (L.bits == 6) {
+            hb[0] = static_cast<uint8_t>(hb[0] | ((q[lo] >> 4) & 3) << (2 * c));
+            hb[64] = static_cast<uint8_t>(hb[64] | ((q[hi] >> 4) & 3) << (2 * c));
           }
         }
       // Scales of this block for lane i, in the tile's encoding.
@@ -167,11 +169,9 @@ void qa_tile_block(const QaLayout& L, const uint8_t* tile, int lane, int64_t b, 
       }
       const uint8_t v = qt[64 * c + 4 * lane + k];
       int ql = v & 0xF, qh = v >> 4;
-      for (int plane = 0; plane < L.bits - 4; ++plane) {
-        const uint8_t hb = qt[64 * (4 + plane) + 4 * lane + k];
-        ql |= ((hb >> c) & 1) << (4 + plane);
-        qh |= ((hb >> (4 + c)) & 1) << (4 + plane);
-      }
+      const uint8_t* hb = qt + 64 * 4 + 4 * lane + k;
+      if (L.bits == 5) ql |= ((hb[0] >> c) & 1) << 4, qh |= ((hb[0] >> (4 + c)) & 1) << 4;
+      if (L.bits == 6) ql |= ((hb[0] >> (2 * c)) & 3) << 4, qh |= ((hb[64] >> (2 * c)) & 3) << 4;
       q[lo] = static_cast<int8_t>(ql);
       q[hi] = static_cast<int8_t>(qh);
     }

@@ -9,8 +9,9 @@
 // G = 2, H = 0 for the f16 encodings; G = 8 (a K-quant super-block), H = 64.
 // Quants of a block, chunk L of 64 bytes, lane i = row i, byte k of the lane:
 //   4 bits, chunks 0-3:  q[4L+k] | q[16+4L+k] << 4
-//   5/6 bits, chunk 4:   bit L = bit 4 of q[4L+k], bit 4+L = bit 4 of q[16+4L+k]
-//   6 bits, chunk 5:     the same for bit 5
+//   5 bits, chunk 4:     bit L = bit 4 of q[4L+k], bit 4+L = bit 4 of q[16+4L+k]
+//   6 bits, chunk 4:     bits 2L, 2L+1 = bits 4, 5 of q[4L+k]; chunk 5: the same for q[16+4L+k]
+//                        (one shift and one mask put both at bits 4, 5 of the byte)
 //   8 bits, chunks 0-7:  q[4L+k] + 128 (unsigned, for u8 x s8 products)
 // Scales of a block (16 lanes): f16_sym d[16] | f16_affine d[16], m[16] | f16_zero d[16], z[16] |
 // kquant sc[16], m[16] (u8) | q6k sc_lo[16], sc_hi[16] (i8, groups of 16).
@@ -56,7 +57,7 @@ struct QaLayout {
 
 // constexpr: the kernels fold a format's offsets into their code.
 constexpr QaLayout qa_layout(int bits, QaScales enc) {
-  const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high-bit plane
+  const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high bit
   switch (enc) {
     case QaScales::f16_sym: return {bits, enc, 2, 0, 32, chunks};
     case QaScales::f16_affine:

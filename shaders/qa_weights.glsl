@@ -64,13 +64,23 @@ void qa_block_packed(uint tile_base, uint b, uint lane, out uint u[8], out vec2 
     u[c] = word & 0x0F0F0F0Fu;
     u[4 + c] = (word >> 4) & 0x0F0F0F0Fu;
   }
-  for (uint plane = 0; plane < BITS - 4; ++plane) {  // bit 4 + plane (5 and 6 bits): bit c of byte k is weight 4c + k's
-    const uint word = w[qb + (4 + plane) * 16 + lane];
+#if BITS == 5
+  {  // bit 4: bit c of byte k is weight 4c + k's, bit 4 + c weight 16 + 4c + k's
+    const uint word = w[qb + 4 * 16 + lane];
     for (uint c = 0; c < 4; ++c) {
-      u[c] |= ((word >> c) & 0x01010101u) << (4 + plane);
-      u[4 + c] |= ((word >> (4 + c)) & 0x01010101u) << (4 + plane);
+      u[c] |= ((word >> c) & 0x01010101u) << 4;
+      u[4 + c] |= ((word >> (4 + c)) & 0x01010101u) << 4;
     }
   }
+#elif BITS == 6
+  {  // bits 4, 5: bits 2c, 2c + 1 of byte k, weight 4c + k's in word 4, 16 + 4c + k's in word 5
+    const uint wl = w[qb + 4 * 16 + lane], wh = w[qb + 5 * 16 + lane];
+    for (uint c = 0; c < 4; ++c) {
+      u[c] |= ((wl >> (2 * c)) & 0x03030303u) << 4;
+      u[4 + c] |= ((wh >> (2 * c)) & 0x03030303u) << 4;
+    }
+  }
+#endif
 #endif
 }
 
@@ -94,16 +104,27 @@ void qa_block(uint tile_base, uint b, uint lane, out float q[32], out vec2 d, ou
       qi[16 + 4 * c + k] = (u >> (8 * k + 4)) & 15u;
     }
   }
-  for (uint plane = 0; plane < BITS - 4; ++plane) {  // bit 4 + plane of each quant (5 and 6 bits)
-    const uint u = w[qb + (4 + plane) * 16 + lane];
+#if BITS == 5
+  {  // bit 4 of each quant
+    const uint u = w[qb + 4 * 16 + lane];
     for (uint k = 0; k < 4; ++k) {
       const uint hb = (u >> (8 * k)) & 255u;
       for (uint c = 0; c < 4; ++c) {
-        qi[4 * c + k] |= ((hb >> c) & 1u) << (4 + plane);
-        qi[16 + 4 * c + k] |= ((hb >> (4 + c)) & 1u) << (4 + plane);
+        qi[4 * c + k] |= ((hb >> c) & 1u) << 4;
+        qi[16 + 4 * c + k] |= ((hb >> (4 + c)) & 1u) << 4;
       }
     }
   }
+#elif BITS == 6
+  {  // bits 4, 5 of each quant
+    const uint ul = w[qb + 4 * 16 + lane], uh = w[qb + 5 * 16 + lane];
+    for (uint k = 0; k < 4; ++k)
+      for (uint c = 0; c < 4; ++c) {
+        qi[4 * c + k] |= ((ul >> (8 * k + 2 * c)) & 3u) << 4;
+        qi[16 + 4 * c + k] |= ((uh >> (8 * k + 2 * c)) & 3u) << 4;
+      }
+  }
+#endif
   for (uint k = 0; k < 32; ++k) q[k] = float(qi[k]);
 #endif
   qa_scales(grp, sc, lane, d, m);

@@ -65,7 +65,7 @@ inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
       lo[c] = _mm512_and_si512(v, m4);
       hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    if constexpr (Bits >= 5) {
+    if constexpr (Bits == 5) {
       const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
       // bit c of byte k -> bit 4 (low half); bit 4+c -> bit 4 (high half)
       lo[0] = merge(lo[0], shift<4>(h), b4);
@@ -78,15 +78,16 @@ inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
       hi[3] = merge(hi[3], shift<-3>(h), b4);
     }
     if constexpr (Bits == 6) {
-      const __m512i h = _mm512_load_si512(qt + 320), b5 = _mm512_set1_epi8(0x20);
-      lo[0] = merge(lo[0], shift<5>(h), b5);
-      lo[1] = merge(lo[1], shift<4>(h), b5);
-      lo[2] = merge(lo[2], shift<3>(h), b5);
-      lo[3] = merge(lo[3], shift<2>(h), b5);
-      hi[0] = merge(hi[0], shift<1>(h), b5);
-      hi[1] = merge(hi[1], h, b5);
-      hi[2] = merge(hi[2], shift<-1>(h), b5);
-      hi[3] = merge(hi[3], shift<-2>(h), b5);
+      // bits 2c, 2c+1 of byte k -> bits 4, 5; low half in chunk 4, high half in chunk 5
+      const __m512i hl = _mm512_load_si512(qt + 256), hh = _mm512_load_si512(qt + 320), b45 = _mm512_set1_epi8(0x30);
+      lo[0] = merge(lo[0], shift<4>(hl), b45);
+      lo[1] = merge(lo[1], shift<2>(hl), b45);
+      lo[2] = merge(lo[2], hl, b45);
+      lo[3] = merge(lo[3], shift<-2>(hl), b45);
+      hi[0] = merge(hi[0], shift<4>(hh), b45);
+      hi[1] = merge(hi[1], shift<2>(hh), b45);
+      hi[2] = merge(hi[2], hh, b45);
+      hi[3] = merge(hi[3], shift<-2>(hh), b45);
     }
   }
 }
