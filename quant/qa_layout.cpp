@@ -13,8 +13,9 @@ namespace basalt {
 namespace {
 
 // Row-major form (the conversion's intermediate): per row, the blocks' quants
-// (low nibbles: byte j holds q[j], q[j+16]; then the high-bit plane; 8 bits:
-// int8), then the scales in the source's encoding.
+// (low nibbles: byte j holds q[j], q[j+16]; then the high bits: 5 bits, bit j
+// of 4 bytes is q[j]'s bit 4; 6 bits, bits 2j, 2j+1 of 8 bytes are q[j]'s bits
+// 4, 5; 8 bits: int8), then the scales in the source's encoding.
 int rowmajor_block_bytes(int bits) { return bits == 8 ? 32 : 16 + (bits - 4) * 4; }
 
 size_t rowmajor_scale_bytes(QaScales s, int64_t k) {
