@@ -4,6 +4,9 @@
 // quantized right after it is made when the caller wants the int8 form too.
 #include "cpu/rows.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/activations.h"
@@ -27,18 +30,29 @@ namespace {
 // Work below this many values stays on the calling thread.
 constexpr int64_t kParallelMin = 16384;
 
-// Row t of yq from row y (yq already sized); zero padding blocks.
-void quantize_row(const RowKernels& k, const float* y, int64_t t, QuantizedActs& yq) {
+// Columns [c0, c1) of row t of yq from row y (yq already sized; c0, c1 multiples of 32).
+void quantize_cols(const RowKernels& k, const float* y, int64_t t, int64_t c0, int64_t c1, QuantizedActs& yq) {
+  k.quantize(y + c0, c1 - c0, yq.q.data() + t * yq.stride + c0, yq.d.data() + t * (yq.stride / 32) + c0 / 32,
+             yq.sum16.data() + t * (yq.stride / 16) + c0 / 16);
+}
+
+// Zeroes the padding blocks of row t of yq.
+void zero_padding(int64_t t, QuantizedActs& yq) {
   const int64_t nb = yq.cols / 32, nb_pad = yq.stride / 32;
   int8_t* q = yq.q.data() + t * yq.stride;
   float* d = yq.d.data() + t * nb_pad;
   int32_t* s = yq.sum16.data() + t * (yq.stride / 16);
-  k.quantize(y, yq.cols, q, d, s);
   for (int64_t b = nb; b < nb_pad; ++b) {
     for (int j = 0; j < 32; ++j) q[b * 32 + j] = 0;
     d[b] = 0;
     s[2 * b] = s[2 * b + 1] = 0;
   }
+}
+
+// Row t of yq from row y (yq already sized).
+void quantize_row(const RowKernels& k, const float* y, int64_t t, QuantizedActs& yq) {
+  quantize_cols(k, y, t, 0, yq.cols, yq);
+  zero_padding(t, yq);
 }
 
 }  // namespace
@@ -60,6 +74,22 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, fl
 void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq) {
   if (yq) yq->resize(n, d);
   const RowKernels& k = row_kernels(selected_isa());
+  if (n == 1 && d >= kParallelMin / 4) {
+    // Decode: the row's columns split like the rows of the matmuls that wrote
+    // gate and up (cpu/matmul.cpp), so each thread reads what is in its own cache.
+    if (yq) zero_padding(0, *yq);
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), it = omp_get_thread_num();
+      const int64_t per = ((d + nt - 1) / nt + 31) / 32 * 32;
+      const int64_t c0 = std::min(d, per * it), c1 = std::min(d, c0 + per);
+      if (c0 < c1) {
+        k.swiglu(gate + c0, up + c0, y + c0, c1 - c0);
+        if (yq) quantize_cols(k, y, 0, c0, c1, *yq);
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n * d >= kParallelMin)
   for (int64_t t = 0; t < n; ++t) {
     k.swiglu(gate + t * d, up + t * d, y + t * d, d);

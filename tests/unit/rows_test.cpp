@@ -113,7 +113,7 @@ TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0, 1);
   for (int64_t n : {1, 3, 40}) {
-    for (int64_t d : {96, 2048}) {  // 96: a padding block (stride 128)
+    for (int64_t d : {96, 2048, 4128, 5632}) {  // 96, 4128: a padding block; 4128, 5632: decode splits swiglu by columns
       std::vector<float> x(static_cast<size_t>(n * d)), w(static_cast<size_t>(d)), u(x.size()), y(x.size()), y2(x.size());
       for (float& v : x) v = nd(rng);
       for (float& v : w) v = nd(rng);
