@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Row kernels of the element-wise work between matmuls, per ISA: SwiGLU, the
-// sum of squares of rms_norm and the int8 quantization of activations (cpu/activations.h). One row at a time,
-// so callers fuse them: a row is quantized right after it is made, while it is
-// still in L1, instead of in a second pass over the whole tensor.
+// sum of squares of rms_norm and the int8 quantization of activations
+// (cpu/activations.h). One row at a time, so callers fuse them: a row is
+// quantized right after it is made, while it is still in L1, instead of in a
+// second pass over the whole tensor.
 #pragma once
 
 #include <cstdint>
