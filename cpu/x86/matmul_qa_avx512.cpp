@@ -79,15 +79,15 @@ inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
     }
     if constexpr (Bits == 6) {
       // bits 2c, 2c+1 of byte k -> bits 4, 5; low half in chunk 4, high half in chunk 5
-      const __m512i hl = _mm512_load_si512(qt + 256), hh = _mm512_load_si512(qt + 320), b45 = _mm512_set1_epi8(0x30);
-      lo[0] = merge(lo[0], shift<4>(hl), b45);
-      lo[1] = merge(lo[1], shift<2>(hl), b45);
-      lo[2] = merge(lo[2], hl, b45);
-      lo[3] = merge(lo[3], shift<-2>(hl), b45);
-      hi[0] = merge(hi[0], shift<4>(hh), b45);
-      hi[1] = merge(hi[1], shift<2>(hh), b45);
-      hi[2] = merge(hi[2], hh, b45);
-      hi[3] = merge(hi[3], shift<-2>(hh), b45);
+      const __m512i b45 = _mm512_set1_epi8(0x30);
+      for (int half = 0; half < 2; ++half) {
+        __m512i* v = half ? hi : lo;
+        const __m512i h = _mm512_load_si512(qt + 256 + 64 * half);
+        v[0] = merge(v[0], shift<4>(h), b45);
+        v[1] = merge(v[1], shift<2>(h), b45);
+        v[2] = merge(v[2], h, b45);
+        v[3] = merge(v[3], shift<-2>(h), b45);
+      }
     }
   }
 }
