@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cpu/onednn_matmul.h"
+#include "cpu/work_shares.h"
 
 namespace basalt {
 
@@ -30,6 +31,12 @@ void matmul(const MatmulArgs& a, Isa isa) {
   const int64_t rows = a.r1 - a.r0;
   // Row chunks a multiple of 16 so SIMD kernels can work on whole tiles.
   const int n_threads = std::max(1, static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (rows + 15) / 16)));
+  if (n_threads == 1) {
+    k(a);
+    return;
+  }
+  const bool balanced = n_threads <= WorkShares::kMaxThreads;
+  WorkShares shares(balanced ? n_threads : 1);
 #pragma omp parallel num_threads(n_threads)
   {
     int nt = omp_get_num_threads(), it = omp_get_thread_num();
@@ -41,6 +48,8 @@ void matmul(const MatmulArgs& a, Isa isa) {
       part.r0 = lo;
       part.r1 = hi;
       part.y = a.y + (lo - a.r0);
+      part.shares = balanced ? &shares : nullptr;
+      part.share = it;
       k(part);
     }
   }

@@ -12,7 +12,12 @@
 namespace basalt {
 
 // x: [n_tok][w.cols] floats; xq: the same, quantized (required for qa weights).
+class WorkShares;
+
 // y: [n_tok][ldy]; only rows [r0, r1) of W are computed, written to y[t][r - r0].
+// shares: set by matmul() for kernels that balance the threads' work
+// (cpu/work_shares.h); share is this call's slot in it. Kernels that ignore
+// it simply compute their own rows.
 struct MatmulArgs {
   const Weight* w;
   const float* x;
@@ -21,6 +26,8 @@ struct MatmulArgs {
   float* y;
   int64_t ldy;
   int64_t r0, r1;
+  WorkShares* shares = nullptr;
+  int share = 0;
 };
 
 // A kernel computes its rows [r0, r1) on one thread.

@@ -198,7 +198,9 @@ template <int Bits, QaScales S>
 void matmul_qa(const MatmulArgs& a) {
   const QaLayout L = qa_layout(Bits, S);
   const int64_t nb = a.w->cols / kQaBlock;
-  auto run = [&]<int NTILE, int kMax>(const Span* const sp[NTILE]) { run_spans<Bits, S, NTILE, kMax>(L, sp, nb, a); };
+  auto run = [&]<int NTILE, int kMax>(const Span* const sp[NTILE], const MatmulArgs& call) {
+    run_spans<Bits, S, NTILE, kMax>(L, sp, nb, call);
+  };
   for_spans<kPairTokens, kMaxTok, decltype(run), kDecodeStreams>(a, run);
 }
 

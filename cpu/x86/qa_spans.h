@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/matmul.h"
+#include "cpu/work_shares.h"
 
 namespace basalt::kernels {
 namespace {
@@ -21,14 +22,28 @@ struct Span {
   int lane0, n;
 };
 
-// Runs the spans of the call through run.template operator()<NTILE, kMax>(spans):
-// kStreams spans from distant parts of the range side by side for decode (up
-// to kPairTokens tokens), single spans with up to kMaxTok tokens per pass otherwise.
+// The spans of one call and how they are grouped into units of work: for
+// decode, unit u < pairs is kStreams spans from distant parts of the range
+// side by side (spans[k * pairs + u]), and the spans left over run one per
+// unit after them; otherwise every span is a unit.
+struct SpanUnits {
+  const Span* spans;
+  int64_t n_spans, pairs;
+  MatmulArgs a;  // the call the spans belong to (where its rows go in y)
+};
+
+// Runs the units of the call through run.template operator()<NTILE, kMax>(spans,
+// args): kStreams spans side by side for decode (up to kPairTokens tokens),
+// single spans with up to kMaxTok tokens per pass otherwise. With a.shares,
+// units are taken one at a time so that a thread done early can take over
+// the back half of another's (cpu/work_shares.h).
 template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2>
 void for_spans(const MatmulArgs& a, Run run) {
   const Weight& w = *a.w;
-  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
+  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts). Static:
+  // a thief may read them until the parallel region ends, after this returns.
   thread_local std::vector<Span> spans;
+  thread_local SpanUnits own;
   spans.clear();
   for (int64_t r = a.r0; r < a.r1;) {
     int lane0;
@@ -38,24 +53,33 @@ void for_spans(const MatmulArgs& a, Run run) {
     spans.push_back({tile, r, lane0, n});
     r += n;
   }
-  const size_t n_spans = spans.size();
-  if (a.n_tok > kPairTokens) {
-    for (size_t i = 0; i < n_spans; ++i) {
-      const Span* one[1] = {&spans[i]};
-      run.template operator()<1, kMaxTok>(one);
+  const bool decode = a.n_tok <= kPairTokens;
+  own = {spans.data(), static_cast<int64_t>(spans.size()), 0, a};
+  if (decode) own.pairs = own.n_spans / kStreams;
+  const int64_t n_units = own.n_spans - (kStreams - 1) * own.pairs;
+
+  auto run_unit = [&](const SpanUnits& s, int64_t u) {
+    if (!decode) {
+      const Span* one[1] = {&s.spans[u]};
+      return run.template operator()<1, kMaxTok>(one, s.a);
     }
+    if (u < s.pairs) {
+      const Span* side[kStreams];
+      for (int k = 0; k < kStreams; ++k) side[k] = &s.spans[k * s.pairs + u];
+      return run.template operator()<kStreams, kPairTokens>(side, s.a);
+    }
+    const Span* one[1] = {&s.spans[u + (kStreams - 1) * s.pairs]};
+    run.template operator()<1, kPairTokens>(one, s.a);
+  };
+  if (!a.shares) {
+    for (int64_t u = 0; u < n_units; ++u) run_unit(own, u);
     return;
   }
-  const size_t part = n_spans / kStreams;
-  for (size_t i = 0; i < part; ++i) {
-    const Span* side[kStreams];
-    for (int k = 0; k < kStreams; ++k) side[k] = &spans[k * part + i];
-    run.template operator()<kStreams, kPairTokens>(side);
-  }
-  for (size_t i = kStreams * part; i < n_spans; ++i) {
-    const Span* one[1] = {&spans[i]};
-    run.template operator()<1, kPairTokens>(one);
-  }
+  a.shares->publish(a.share, n_units, &own);
+  for (int64_t u; (u = a.shares->take(a.share)) >= 0;) run_unit(own, u);
+  WorkShares::Stolen st;
+  while (a.shares->steal(a.share, &st))
+    for (int64_t u = st.u0; u < st.u1; ++u) run_unit(*static_cast<const SpanUnits*>(st.ctx), u);
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 // through oneDNN (cpu/onednn_matmul.h) in builds that have it.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "cpu/matmul.h"
@@ -161,6 +164,38 @@ TEST(Matmul, StackedExpertsWithPartialTiles) {
         matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << f.name << " expert " << e << " " << isa_name(isa);
+      }
+    }
+  }
+}
+
+// Threads share a call's rows and take over each other's (cpu/work_shares.h):
+// whoever computes a row, it must come out with the same bits as on one thread.
+TEST(Matmul, SharedRowsGiveTheBitsOfOneThread) {
+  std::mt19937 rng(5);
+  const int64_t rows = 16 * 37 + 5, cols = 256;
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    Weight w = random_weight(f, rows, cols, rng);
+    for (int64_t n_tok : {1, 2, 3, 5}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      std::normal_distribution<float> nd(0, 1);
+      for (float& v : x) v = nd(rng);
+      QuantizedActs xq;
+      quantize_activations(x.data(), n_tok, cols, xq);
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+        if (!cpu_supports(isa)) continue;
+        std::vector<float> one(static_cast<size_t>(n_tok * rows)), got(one.size());
+        find_matmul_kernel(w, isa)({&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows});
+        for (int threads : {2, 3, 5})
+          for (int rep = 0; rep < 10; ++rep) {
+            std::fill(got.begin(), got.end(), NAN);
+            omp_set_num_threads(threads);
+            matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
+            omp_set_num_threads(omp_get_num_procs());
+            ASSERT_EQ(0, std::memcmp(got.data(), one.data(), sizeof(float) * one.size()))
+                << f.name << " " << isa_name(isa) << " tokens " << n_tok << " threads " << threads;
+          }
       }
     }
   }

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#include "cpu/work_shares.h"
+
+#include "core/error.h"
+
+namespace basalt {
+
+namespace {
+constexpr uint64_t pack(uint64_t front, uint64_t back) { return front << 32 | back; }
+constexpr int64_t front_of(uint64_t r) { return static_cast<int64_t>(r >> 32); }
+constexpr int64_t back_of(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+}  // namespace
+
+WorkShares::WorkShares(int n_threads) : n_(n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads) throw Error("internal: WorkShares for " + std::to_string(n_threads) + " threads");
+}
+
+void WorkShares::publish(int me, int64_t n_units, const void* ctx) {
+  if (n_units < 0 || n_units > 0x7fffffff) throw Error("internal: WorkShares unit count out of range");
+  shares_[me].ctx = ctx;
+  shares_[me].range.store(pack(0, static_cast<uint64_t>(n_units)), std::memory_order_release);
+}
+
+int64_t WorkShares::take(int me) {
+  // One atomic add: a front pushed past the back reads as empty to everyone.
+  const uint64_t r = shares_[me].range.fetch_add(pack(1, 0), std::memory_order_relaxed);
+  return front_of(r) < back_of(r) ? front_of(r) : -1;
+}
+
+bool WorkShares::steal(int me, Stolen* out) {
+  for (;;) {
+    int victim = -1;
+    uint64_t seen = 0;
+    int64_t most = 0;
+    for (int i = 0; i < n_; ++i) {
+      if (i == me) continue;
+      const uint64_t r = shares_[i].range.load(std::memory_order_acquire);
+      if (back_of(r) - front_of(r) > most) victim = i, seen = r, most = back_of(r) - front_of(r);
+    }
+    if (victim < 0) return false;
+    const int64_t f = front_of(seen), b = back_of(seen), cut = b - (b - f + 1) / 2;
+    // Fails when the owner took a unit or another thief came first: look again.
+    if (shares_[victim].range.compare_exchange_weak(seen, pack(f, cut), std::memory_order_acquire)) {
+      *out = {shares_[victim].ctx, cut, b};
+      return true;
+    }
+  }
+}
+
+}  // namespace basalt

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// Work sharing inside one matmul call. Each thread owns a run of units (its
+// rows' tiles or tile pairs) and takes them from the front, so its read
+// streams run on without a restart; a thread that has run out takes the back
+// half of what another has left. A static split left one thread idle for
+// about 5% of a decode matmul: memory bandwidth is not shared evenly between
+// cores from one moment to the next, and which core falls behind is random.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace basalt {
+
+class WorkShares {
+ public:
+  static constexpr int kMaxThreads = 64;
+
+  // A thief's take: units [u0, u1) of the share whose owner published ctx.
+  struct Stolen {
+    const void* ctx;
+    int64_t u0, u1;
+  };
+
+  explicit WorkShares(int n_threads);
+  // Owner: units [0, n_units) of share `me` can be taken from now on. ctx is
+  // what a thief needs to run them: it must stay valid until the parallel
+  // region that uses these shares has ended.
+  void publish(int me, int64_t n_units, const void* ctx);
+  // Owner: its next unit, or -1 when none is left.
+  int64_t take(int me);
+  // Thief: the back half (rounded up) of the largest share left; false when
+  // every other share is empty or not yet published.
+  bool steal(int me, Stolen* out);
+
+ private:
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};  // front << 32 | back; empty while front >= back
+    const void* ctx = nullptr;       // written before range is published
+  };
+  int n_;
+  Share shares_[kMaxThreads];
+};
+
+}  // namespace basalt
