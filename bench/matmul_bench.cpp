@@ -50,7 +50,7 @@ const Shape kShapes[] = {
     {"7b.ffn_up", 11008, 4096},    {"7b.ffn_down", 4096, 11008},
 };
 const int64_t kTokens[] = {1, 8, 16, 64, 512};
-const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512};
+const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
 
 double env_double(const char* name, double fallback) {
   const char* v = std::getenv(name);

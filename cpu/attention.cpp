@@ -83,7 +83,7 @@ void merge(const Work& w, int64_t first, int64_t last, int64_t group, int64_t hd
 
 const AttentionKernels* find_attention_kernels(Isa isa) {
 #if defined(BASALT_X86)
-  if (isa == Isa::avx512) return kernels::attention_avx512();
+  if (isa >= Isa::avx512) return kernels::attention_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return kernels::attention_avx2();
 #endif
   (void)isa;

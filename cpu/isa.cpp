@@ -4,6 +4,12 @@
 #include <atomic>
 #include <cstdlib>
 
+#if defined(BASALT_X86)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "core/error.h"
 
 namespace basalt {
@@ -16,8 +22,25 @@ Isa parse_isa(const std::string& s) {
   if (s == "avx2") return Isa::avx2;
   if (s == "avxvnni") return Isa::avxvnni;
   if (s == "avx512") return Isa::avx512;
-  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512");
+  if (s == "amx") return Isa::amx;
+  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512, amx");
 }
+#if defined(BASALT_X86)
+// CPUID says whether the cores have AMX-TILE and AMX-INT8; Linux (5.16 on)
+// must also grant this process the tile state, once, before any thread uses it.
+bool amx_usable() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d >> 24 & 1, int8 = d >> 25 & 1;
+  if (!tile || !int8) return false;
+#if defined(__linux__)
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+#endif
 }  // namespace
 
 const char* isa_name(Isa isa) {
@@ -26,6 +49,7 @@ const char* isa_name(Isa isa) {
     case Isa::avx2: return "avx2";
     case Isa::avxvnni: return "avxvnni";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
   }
   return "?";
 }
@@ -42,6 +66,10 @@ bool cpu_supports(Isa isa) {
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vnni");
+    case Isa::amx: {
+      static const bool amx = amx_usable();
+      return cpu_supports(Isa::avx512) && amx;
+    }
   }
   return false;
 #else
@@ -50,7 +78,8 @@ bool cpu_supports(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = cpu_supports(Isa::avx512)    ? Isa::avx512
+  static const Isa best = cpu_supports(Isa::amx)       ? Isa::amx
+                          : cpu_supports(Isa::avx512)  ? Isa::avx512
                           : cpu_supports(Isa::avxvnni) ? Isa::avxvnni
                           : cpu_supports(Isa::avx2)    ? Isa::avx2
                                                        : Isa::scalar;

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Which instruction set the CPU kernels use: the best the CPU has, or the one
-// forced with BASALT_ISA=scalar|avx2|avxvnni|avx512 (so every variant can be
-// tested). avxvnni is AVX2 with AVX-VNNI (the int8 dot product without
+// forced with BASALT_ISA=scalar|avx2|avxvnni|avx512|amx (so every variant can
+// be tested). avxvnni is AVX2 with AVX-VNNI (the int8 dot product without
 // AVX-512: Intel client cores since Alder Lake); only the qa matmul differs.
+// amx is AVX-512 plus AMX int8 tiles (Intel Xeon since Sapphire Rapids, with
+// a kernel that grants them): only the qa matmul's prefill differs.
 #pragma once
 
 #include <string>
 
 namespace basalt {
 
-enum class Isa : int { scalar = 0, avx2 = 1, avxvnni = 2, avx512 = 3 };
+enum class Isa : int { scalar = 0, avx2 = 1, avxvnni = 2, avx512 = 3, amx = 4 };
 
 const char* isa_name(Isa isa);
 bool cpu_supports(Isa isa);

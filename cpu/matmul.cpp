@@ -13,7 +13,9 @@ namespace basalt {
 
 MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
 #if defined(BASALT_X86)
-  if (isa == Isa::avx512)
+  if (isa == Isa::amx && w.format == WeightFormat::qa)
+    if (MatmulKernel k = kernels::matmul_qa_amx(w)) return k;
+  if (isa >= Isa::avx512)
     if (MatmulKernel k = kernels::matmul_avx512(w)) return k;
   if (isa == Isa::avxvnni && w.format == WeightFormat::qa)
     if (MatmulKernel k = kernels::matmul_qa_avxvnni(w)) return k;

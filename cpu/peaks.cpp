@@ -35,6 +35,7 @@ size_t part_bytes(size_t total, int threads) { return total / threads / 16384 * 
 const std::vector<ComputeKernel>& compute_kernels() {
   static const std::vector<ComputeKernel> k = {
 #if defined(BASALT_X86)
+      {"int8_amx", Isa::amx, 4.0 * 16 * 16 * 64 * 2 / 8, int8_amx},  // not in the int8 peak: that is VNNI's
       {"int8_vnni_512", Isa::avx512, 16 * 2 * 64, int8_vnni_avx512},
       {"int8_vnni_256", Isa::avxvnni, 10 * 2 * 32, int8_vnni_avx2},
       {"int8_avx2", Isa::avx2, 8 * 2 * 32, int8_maddubs_avx2},

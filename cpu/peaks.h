@@ -74,8 +74,9 @@ struct Peaks {
 };
 Peaks measure_peaks(int threads);
 
-// Kernels of one instruction set (peaks_avx512.cpp, peaks_avx2.cpp).
+// Kernels of one instruction set (peaks_amx.cpp, peaks_avx512.cpp, peaks_avx2.cpp).
 #if defined(BASALT_X86)
+int64_t int8_amx(int64_t rounds);
 int64_t int8_vnni_avx512(int64_t rounds);
 int64_t fp32_fma_avx512(int64_t rounds);
 uint64_t read_avx512(const uint8_t* p, size_t bytes, int streams);

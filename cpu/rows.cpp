@@ -18,7 +18,7 @@ namespace cpu {
 
 const RowKernels& row_kernels(Isa isa) {
 #if defined(BASALT_X86)
-  if (isa == Isa::avx512) return *kernels::rows_avx512();
+  if (isa >= Isa::avx512) return *kernels::rows_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return *kernels::rows_avx2();
 #endif
   (void)isa;

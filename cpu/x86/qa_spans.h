@@ -22,6 +22,20 @@ struct Span {
   int lane0, n;
 };
 
+// The tiles of [r0, r1), cut at matrix boundaries (stacked experts).
+inline void collect_spans(const MatmulArgs& a, std::vector<Span>& spans) {
+  const Weight& w = *a.w;
+  spans.clear();
+  for (int64_t r = a.r0; r < a.r1;) {
+    int lane0;
+    const uint8_t* tile = w.tile_of(r, &lane0);
+    const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
+    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
+    spans.push_back({tile, r, lane0, n});
+    r += n;
+  }
+}
+
 // The spans of one call and how they are grouped into units of work: for
 // decode, unit u < pairs is kStreams spans from distant parts of the range
 // side by side (spans[k * pairs + u]), and the spans left over run one per
@@ -39,20 +53,10 @@ struct SpanUnits {
 // the back half of another's (cpu/work_shares.h).
 template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2>
 void for_spans(const MatmulArgs& a, Run run) {
-  const Weight& w = *a.w;
-  // The tiles of [r0, r1), cut at matrix boundaries (stacked experts). Static:
-  // a thief may read them until the parallel region ends, after this returns.
+  // Static: a thief may read them until the parallel region ends, after this returns.
   thread_local std::vector<Span> spans;
   thread_local SpanUnits own;
-  spans.clear();
-  for (int64_t r = a.r0; r < a.r1;) {
-    int lane0;
-    const uint8_t* tile = w.tile_of(r, &lane0);
-    const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
-    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
-    spans.push_back({tile, r, lane0, n});
-    r += n;
-  }
+  collect_spans(a, spans);
   const bool decode = a.n_tok <= kPairTokens;
   own = {spans.data(), static_cast<int64_t>(spans.size()), 0, a};
   if (decode) own.pairs = own.n_spans / kStreams;

@@ -55,7 +55,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
           QuantizedActs xq;
           std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
           const double ref_norm = reference(w, x, n_tok, xq, ref);
-          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
             if (!cpu_supports(isa)) {
               std::printf("[ note ] %s kernels not tested: this CPU lacks them\n", isa_name(isa));
               continue;
@@ -89,14 +89,14 @@ TEST(Matmul, ExtremeCodesAndInputsStayExact) {
       const Weight w = qa_weight_from_rows(f.name, f.bits, f.scales, rows, cols,
                                            testutil::random_rowmajor(f, rows, cols, rng, fill).data());
       for (float sign : {1.0f, -1.0f}) {
-        const int64_t n_tok = 3;
+        const int64_t n_tok = 17;  // from 16: the AMX prefill path
         std::vector<float> x(static_cast<size_t>(n_tok * cols), sign);  // every input quantizes to +-127
         QuantizedActs xq;
         std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
         const double ref_norm = reference(w, x, n_tok, xq, ref);
-        for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+        for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
           if (!cpu_supports(isa)) continue;  // EveryVariantMatchesReference notes the missing ones
-          for (int64_t t : {int64_t{1}, n_tok}) {  // decode and prefill paths
+          for (int64_t t : {int64_t{1}, int64_t{3}, n_tok}) {  // decode and prefill paths
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, t, got.data(), rows, 0, rows}, isa);
             double worst = 0;
@@ -158,13 +158,41 @@ TEST(Matmul, StackedExpertsWithPartialTiles) {
       std::vector<float> ref(n_tok * mat_rows), got(ref.size());
       // The same rows in an unstacked weight are the reference.
       kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
         if (!cpu_supports(isa)) continue;
         std::fill(got.begin(), got.end(), NAN);
         matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << f.name << " expert " << e << " " << isa_name(isa);
       }
+    }
+  }
+}
+
+// Prefill on AMX takes the tokens in runs whose activations fit in L2 and in
+// 16s within a run: a long row (large stride) and token counts around those
+// edges, against the scalar reference.
+TEST(Matmul, AmxRunsOfTokensMatchReference) {
+  if (!cpu_supports(Isa::amx)) {
+    std::printf("[ note ] amx kernels not tested: this CPU (or its kernel) lacks them\n");
+    return;
+  }
+  std::mt19937 rng(11);
+  const int64_t rows = 37, cols = 8192;  // 1 MB of activations is a run of 128 tokens
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    Weight w = random_weight(f, rows, cols, rng);
+    for (int64_t n_tok : {16, 127, 128, 129, 150}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      std::normal_distribution<float> nd(0, 1);
+      for (float& v : x) v = nd(rng);
+      QuantizedActs xq;
+      std::vector<float> ref, got(static_cast<size_t>(n_tok * rows), NAN);
+      const double ref_norm = reference(w, x, n_tok, xq, ref);
+      matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, Isa::amx);
+      double worst = 0;
+      for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+      EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm)) << f.name << " tokens " << n_tok;
     }
   }
 }
@@ -183,7 +211,7 @@ TEST(Matmul, SharedRowsGiveTheBitsOfOneThread) {
       for (float& v : x) v = nd(rng);
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
         if (!cpu_supports(isa)) continue;
         std::vector<float> one(static_cast<size_t>(n_tok * rows)), got(one.size());
         find_matmul_kernel(w, isa)({&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows});

@@ -80,16 +80,18 @@ TEST_F(SessionTest, BatchOfSeveralSequencesEqualsSeparateRuns) {
 TEST_F(SessionTest, GreedyTokensAreTheSameOnEveryIsa) {
   auto m = Model::load(path_);
   std::vector<std::vector<int32_t>> outs;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
     if (!cpu_supports(isa)) continue;
     set_isa(isa);
-    Session s(*m, 64, 4);
+    Session s(*m, 64, 32);
     GenerateOptions o;
     o.max_tokens = 20;
     o.sampling.temperature = 0;
     o.stop_at_end_of_generation = false;
     std::vector<int32_t> got;
-    generate(s, {1, 40, 41, 42}, o, [](std::string_view) { return true; }, &got);
+    std::vector<int32_t> prompt{1};  // 24 tokens: prefill in one batch (AMX takes 16 and more)
+    for (int32_t t = 40; t < 63; ++t) prompt.push_back(t);
+    generate(s, prompt, o, [](std::string_view) { return true; }, &got);
     outs.push_back(got);
   }
   set_isa(best_isa());

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+// qa matmul prefill on AMX tiles (Intel Xeon since Sapphire Rapids). Per block
+// of 32 columns one tdpbsud multiplies 16 tokens' int8 activations (A: the
+// rows of QuantizedActs as they are) by a tile's 16 rows of unsigned codes
+// (B: the qa layout's 64-byte chunks already are AMX's rows of 4-byte groups,
+// so a block unpacks to B with no shuffle), and AVX-512 applies the block's
+// row and token scales to the 16 x 16 int32 result. A tile's blocks are
+// unpacked once per run of tokens whose activations fit in L2, and reused for
+// every 16 of them. Under kMinTokens tokens (decode) the AVX-512 kernel runs.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/matmul.h"
+#include "cpu/x86/qa_dispatch.h"
+#include "cpu/x86/qa_spans.h"
+#include "cpu/x86/qa_unpack_avx512.h"
+#include "quant/qa_layout.h"
+
+namespace basalt::kernels {
+
+namespace {
+
+constexpr int kMinTokens = 16;
+constexpr int64_t kRunActBytes = int64_t{1} << 20;  // int8 activations of one run of tokens: half this L2
+
+// Tile registers (literal numbers: the intrinsics paste them into the asm).
+// C: 16 tokens x 16 rows of int32; A: 16 tokens x 32 bytes; B: 8 rows of 64
+// bytes. Two sets, for even and odd blocks: a tile's product takes tens of
+// cycles, and a register is free again only once its result is stored. q6k
+// multiplies each half of a block apart (its own scale): C, A (16 bytes) and
+// B (4 rows) per half, one set.
+#define kC0 0
+#define kA0 2
+#define kB0 3
+#define kC1 1
+#define kA1 4
+#define kB1 5
+#define kClo 0
+#define kChi 1
+#define kAlo 2
+#define kAhi 3
+#define kBlo 4
+#define kBhi 5
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+template <bool kSplitHalves>
+const TileConfig& tile_config() {
+  static const TileConfig c = [] {
+    TileConfig t;
+    auto set = [&](int r, int rows, int colsb) { t.rows[r] = static_cast<uint8_t>(rows), t.colsb[r] = static_cast<uint16_t>(colsb); };
+    if (kSplitHalves) {
+      set(kClo, 16, 64), set(kChi, 16, 64), set(kAlo, 16, 16), set(kAhi, 16, 16), set(kBlo, 4, 64), set(kBhi, 4, 64);
+    } else {
+      set(kC0, 16, 64), set(kA0, 16, 32), set(kB0, 8, 64), set(kC1, 16, 64), set(kA1, 16, 32), set(kB1, 8, 64);
+    }
+    return t;
+  }();
+  return c;
+}
+
+// One thread's scratch, 64-byte aligned: the tile's unpacked blocks and their
+// scales, the run's activations and token terms, the result tiles.
+struct Scratch {
+  std::vector<__m512i> b;      // [block][8]: B rows
+  std::vector<__m512> scale;   // [block][2]: scale, and bias or the high half's scale
+  std::vector<float> xd, z1, z2;  // [token of the run, padded to 16][block]
+  alignas(64) int32_t c[2][2][16 * 16];  // [block & 1][half]: results, 16 tokens x 16 rows
+  std::vector<int8_t> a;       // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
+};
+
+// The code of zero, where codes are unsigned around it (8-bit codes are stored + 128).
+template <int Bits, QaScales S>
+constexpr int zero_code() {
+  return Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+}
+
+// Token terms per block: the activations' scale xd, and from their block sums
+// (S = s0 + s1): the zero code's share z1 = kZero S xd (q6k per half: z1 =
+// 32 s0 xd, z2 = 32 s1 xd), and for the formats with a bias z2 = S xd.
+template <int Bits, QaScales S>
+void token_terms(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Scratch& s) {
+  constexpr int kZero = zero_code<Bits, S>();
+  const size_t n = static_cast<size_t>((nt + 15) / 16 * 16 * nb);
+  s.xd.assign(n, 0.0f);  // tokens past nt: zeros, so their results are too
+  s.z1.assign(n, 0.0f);
+  s.z2.assign(n, 0.0f);
+  for (int64_t t = 0; t < nt; ++t) {
+    const float* xd = xq.d_row(t0 + t);
+    const int32_t* s16 = xq.sum16_row(t0 + t);
+    float* z1 = s.z1.data() + t * nb;
+    float* z2 = s.z2.data() + t * nb;
+    std::memcpy(s.xd.data() + t * nb, xd, sizeof(float) * nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      const float lo = static_cast<float>(s16[2 * b]) * xd[b], hi = static_cast<float>(s16[2 * b + 1]) * xd[b];
+      if constexpr (S == QaScales::q6k) {
+        z1[b] = kZero * lo, z2[b] = kZero * hi;
+      } else {
+        z1[b] = kZero * (lo + hi), z2[b] = lo + hi;
+      }
+    }
+  }
+}
+
+// The run's activations as A tiles, 16 tokens x 32 bytes each, contiguous:
+// tile loads then read 8 whole lines instead of 16 rows a row length apart.
+// Tokens past the run's end are zeros.
+void pack_activations(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Scratch& s) {
+  const int64_t chunks = (nt + 15) / 16;
+  s.a.assign(static_cast<size_t>(chunks * nb * 512), 0);
+  for (int64_t t = 0; t < nt; ++t) {
+    const int8_t* row = xq.q_row(t0 + t);
+    int8_t* dst = s.a.data() + (t / 16) * nb * 512 + (t % 16) * 32;
+    for (int64_t b = 0; b < nb; ++b) std::memcpy(dst + b * 512, row + b * 32, 32);
+  }
+}
+
+// The tile's blocks as B rows, and each block's scale vectors.
+template <int Bits, QaScales S>
+void unpack_tile(const QaLayout& L, const uint8_t* tile, int64_t nb, Scratch& s) {
+  const int G = L.blocks_per_group;
+  const size_t gbytes = L.group_bytes();
+  for (int64_t g = 0; g * G < nb; ++g) {
+    const uint8_t* grp = tile + g * gbytes;
+    __m512 sup_d, sup_m;
+    if constexpr (S == QaScales::kquant) sup_d = load_f16x16(grp), sup_m = load_f16x16(grp + 32);
+    if constexpr (S == QaScales::q6k) sup_d = load_f16x16(grp);
+    for (int j = 0; j < G && g * G + j < nb; ++j) {
+      const int64_t b = g * G + j;
+      __m512i* rows = s.b.data() + b * 8;
+      unpack<Bits>(L.quants(grp, j), rows, rows + 4);
+      const uint8_t* st = L.scales(grp, j);
+      __m512* sc = s.scale.data() + b * 2;
+      if constexpr (S == QaScales::f16_sym) sc[0] = load_f16x16(st);
+      if constexpr (S == QaScales::f16_affine) sc[0] = load_f16x16(st), sc[1] = load_f16x16(st + 32);
+      if constexpr (S == QaScales::f16_zero)  // d * z is exact in f32 (11 x 9 significant bits)
+        sc[0] = load_f16x16(st), sc[1] = _mm512_mul_ps(sc[0], load_f16x16(st + 32));
+      if constexpr (S == QaScales::kquant)
+        sc[0] = _mm512_mul_ps(sup_d, load_u8x16(st)), sc[1] = _mm512_mul_ps(sup_m, load_u8x16(st + 16));
+      if constexpr (S == QaScales::q6k)
+        sc[0] = _mm512_mul_ps(sup_d, load_i8x16(st)), sc[1] = _mm512_mul_ps(sup_d, load_i8x16(st + 16));
+    }
+  }
+}
+
+// Tokens t..t+15 of the run x the unpacked tile: out[i] holds token t+i's 16 rows.
+template <int Bits, QaScales S>
+void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
+  const int8_t* a = s.a.data() + t / 16 * nb * 512;
+  constexpr bool kSplitHalves = S == QaScales::q6k;
+  constexpr bool kBias = S == QaScales::f16_affine || S == QaScales::f16_zero || S == QaScales::kquant;
+  constexpr int kZero = zero_code<Bits, S>();
+  // Block b's products go to s.c[b & 1]: the tile unit works on the next
+  // block while the vector units scale this one.
+  auto multiply = [&](int64_t b) {
+    const __m512i* rows = s.b.data() + b * 8;
+    int32_t(*c)[256] = s.c[b & 1];
+    if constexpr (kSplitHalves) {
+      _tile_loadd(kAlo, a + b * 512, 32);
+      _tile_loadd(kAhi, a + b * 512 + 16, 32);
+      _tile_loadd(kBlo, rows, 64);
+      _tile_loadd(kBhi, rows + 4, 64);
+      _tile_zero(kClo);
+      _tile_zero(kChi);
+      _tile_dpbsud(kClo, kAlo, kBlo);
+      _tile_dpbsud(kChi, kAhi, kBhi);
+      _tile_stored(kClo, c[0], 64);
+      _tile_stored(kChi, c[1], 64);
+    } else if (b & 1) {
+      _tile_loadd(kA1, a + b * 512, 32);
+      _tile_loadd(kB1, rows, 64);
+      _tile_zero(kC1);
+      _tile_dpbsud(kC1, kA1, kB1);
+      _tile_stored(kC1, c[0], 64);
+    } else {
+      _tile_loadd(kA0, a + b * 512, 32);
+      _tile_loadd(kB0, rows, 64);
+      _tile_zero(kC0);
+      _tile_dpbsud(kC0, kA0, kB0);
+      _tile_stored(kC0, c[0], 64);
+    }
+  };
+  __m512 acc[16];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  multiply(0);
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b + 1 < nb) multiply(b + 1);
+    const int32_t(*c)[256] = s.c[b & 1];
+    const __m512 scale = s.scale[b * 2], second = s.scale[b * 2 + 1];
+    const float* xd = s.xd.data() + t * nb + b;
+    const float* z1 = s.z1.data() + t * nb + b;
+    const float* z2 = s.z2.data() + t * nb + b;
+    for (int i = 0; i < 16; ++i) {
+      const __m512 vxd = _mm512_set1_ps(xd[i * nb]);
+      const __m512 lo_c = _mm512_cvtepi32_ps(_mm512_load_si512(c[0] + 16 * i));
+      const __m512 lo = kZero ? _mm512_fmsub_ps(lo_c, vxd, _mm512_set1_ps(z1[i * nb])) : _mm512_mul_ps(lo_c, vxd);
+      acc[i] = _mm512_fmadd_ps(scale, lo, acc[i]);
+      if constexpr (kBias) {
+        const __m512 zs = _mm512_set1_ps(z2[i * nb]);
+        acc[i] = S == QaScales::f16_affine ? _mm512_fmadd_ps(second, zs, acc[i]) : _mm512_fnmadd_ps(second, zs, acc[i]);
+      }
+      if constexpr (kSplitHalves) {
+        const __m512 hi_c = _mm512_cvtepi32_ps(_mm512_load_si512(c[1] + 16 * i));
+        acc[i] = _mm512_fmadd_ps(second, _mm512_fmsub_ps(hi_c, vxd, _mm512_set1_ps(z2[i * nb])), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < 16; ++i) out[i] = acc[i];
+}
+
+template <int Bits, QaScales S>
+void matmul_qa_amx(const MatmulArgs& a) {
+  if (a.n_tok < kMinTokens) return matmul_qa_avx512(*a.w)(a);
+  const QaLayout L = qa_layout(Bits, S);
+  const QuantizedActs& xq = *a.xq;
+  const int64_t nb = a.w->cols / kQaBlock;
+  thread_local Scratch s;
+  thread_local std::vector<Span> spans;
+  collect_spans(a, spans);
+  s.b.resize(static_cast<size_t>(nb * 8));
+  s.scale.resize(static_cast<size_t>(nb * 2));
+  _tile_loadconfig(&tile_config<S == QaScales::q6k>());
+  // Runs of tokens (a multiple of 16) whose activations stay in L2 while every tile passes.
+  const int64_t run = std::max<int64_t>(16, kRunActBytes / xq.stride / 16 * 16);
+  for (int64_t r0 = 0; r0 < a.n_tok; r0 += run) {
+    const int64_t nr = std::min(run, a.n_tok - r0);
+    token_terms<Bits, S>(xq, r0, nr, nb, s);
+    pack_activations(xq, r0, nr, nb, s);
+    for (const Span& sp : spans) {
+      unpack_tile<Bits, S>(L, sp.tile, nb, s);
+      const __mmask16 mask = static_cast<__mmask16>(((1u << sp.n) - 1) << sp.lane0);
+      for (int64_t t = 0; t < nr; t += 16) {
+        const int64_t nt = std::min<int64_t>(16, nr - t);
+        __m512 out[16];
+        tokens_x_tile<Bits, S>(t, nb, s, out);
+        for (int64_t i = 0; i < nt; ++i)
+          _mm512_mask_storeu_ps(a.y + (r0 + t + i) * a.ldy + (sp.r - a.r0) - sp.lane0, mask, out[i]);
+      }
+    }
+  }
+  _tile_release();
+}
+
+#undef kC0
+#undef kA0
+#undef kB0
+#undef kC1
+#undef kA1
+#undef kB1
+#undef kClo
+#undef kChi
+#undef kAlo
+#undef kAhi
+#undef kBlo
+#undef kBhi
+
+template <int Bits, QaScales S>
+struct QaKernel {
+  static void run(const MatmulArgs& a) { matmul_qa_amx<Bits, S>(a); }
+};
+
+}  // namespace
+
+MatmulKernel matmul_qa_amx(const Weight& w) { return qa_dispatch<QaKernel>(w); }
+
+}  // namespace basalt::kernels
