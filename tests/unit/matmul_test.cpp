@@ -142,28 +142,30 @@ TEST(Matmul, QuantizedMatchesDequantizedFloat) {
 // computed alone equals the reference.
 TEST(Matmul, StackedExpertsWithPartialTiles) {
   std::mt19937 rng(3);
-  const int64_t experts = 3, mat_rows = 20, cols = 256, n_tok = 3;
-  for (const Format& f : kFormats) {
-    if (f.format != WeightFormat::qa) continue;
-    const auto rm = random_rowmajor(f, experts * mat_rows, cols, rng);
-    Weight w = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data(), mat_rows);
-    Weight flat = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data());
-    ASSERT_EQ(w.tiles_per_mat(), 2);
-    std::vector<float> x(static_cast<size_t>(n_tok * cols));
-    std::normal_distribution<float> nd(0, 1);
-    for (float& v : x) v = nd(rng);
-    QuantizedActs xq;
-    quantize_activations(x.data(), n_tok, cols, xq);
-    for (int64_t e = 0; e < experts; ++e) {
-      std::vector<float> ref(n_tok * mat_rows), got(ref.size());
-      // The same rows in an unstacked weight are the reference.
-      kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-        if (!cpu_supports(isa)) continue;
-        std::fill(got.begin(), got.end(), NAN);
-        matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
-        for (size_t i = 0; i < ref.size(); ++i)
-          ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << f.name << " expert " << e << " " << isa_name(isa);
+  const int64_t experts = 3, mat_rows = 20, cols = 256;
+  for (int64_t n_tok : {3, 17}) {  // 17: AMX's prefill path where the CPU has it
+    for (const Format& f : kFormats) {
+      if (f.format != WeightFormat::qa) continue;
+      const auto rm = random_rowmajor(f, experts * mat_rows, cols, rng);
+      Weight w = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data(), mat_rows);
+      Weight flat = qa_weight_from_rows(f.name, f.bits, f.scales, experts * mat_rows, cols, rm.data());
+      ASSERT_EQ(w.tiles_per_mat(), 2);
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      std::normal_distribution<float> nd(0, 1);
+      for (float& v : x) v = nd(rng);
+      QuantizedActs xq;
+      quantize_activations(x.data(), n_tok, cols, xq);
+      for (int64_t e = 0; e < experts; ++e) {
+        std::vector<float> ref(n_tok * mat_rows), got(ref.size());
+        // The same rows in an unstacked weight are the reference.
+        kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
+        for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
+          if (!cpu_supports(isa)) continue;
+          std::fill(got.begin(), got.end(), NAN);
+          matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
+          for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << f.name << " expert " << e << " " << isa_name(isa);
+        }
       }
     }
   }
