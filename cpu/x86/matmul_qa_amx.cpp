@@ -72,7 +72,7 @@ struct Scratch {
   std::vector<__m512i> b;      // [block][8]: B rows
   std::vector<__m512> scale;   // [block][2]: scale, and bias or the high half's scale
   std::vector<float> xd, z1, z2;  // [token of the run, padded to 16][block]
-  alignas(64) int32_t c[2][2][16 * 16];  // [block & 1][half]: results, 16 tokens x 16 rows
+  alignas(64) int32_t c[3][2][16 * 16];  // [block % 3][half]: results, 16 tokens x 16 rows
   std::vector<int8_t> a;       // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
 };
 
@@ -157,11 +157,13 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr bool kBias = S == QaScales::f16_affine || S == QaScales::f16_zero || S == QaScales::kquant;
   constexpr int kZero = zero_code<Bits, S>();
-  // Block b's products go to s.c[b & 1]: the tile unit works on the next
-  // block while the vector units scale this one.
-  auto multiply = [&](int64_t b) {
+  // Three stages, so that nothing waits on the tile unit: while the vector
+  // units scale block b, the product of b + 1 (issued one block earlier) is
+  // stored and that of b + 2 starts. Block b's results are in s.c[b % 3]; the
+  // two register sets alternate between even and odd blocks. q6k has room for
+  // one set only: each product is stored right away, one block ahead.
+  auto product = [&](int64_t b) {
     const __m512i* rows = s.b.data() + b * 8;
-    int32_t(*c)[256] = s.c[b & 1];
     if constexpr (kSplitHalves) {
       _tile_loadd(kAlo, a + b * 512, 32);
       _tile_loadd(kAhi, a + b * 512 + 16, 32);
@@ -171,28 +173,43 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
       _tile_zero(kChi);
       _tile_dpbsud(kClo, kAlo, kBlo);
       _tile_dpbsud(kChi, kAhi, kBhi);
-      _tile_stored(kClo, c[0], 64);
-      _tile_stored(kChi, c[1], 64);
     } else if (b & 1) {
       _tile_loadd(kA1, a + b * 512, 32);
       _tile_loadd(kB1, rows, 64);
       _tile_zero(kC1);
       _tile_dpbsud(kC1, kA1, kB1);
-      _tile_stored(kC1, c[0], 64);
     } else {
       _tile_loadd(kA0, a + b * 512, 32);
       _tile_loadd(kB0, rows, 64);
       _tile_zero(kC0);
       _tile_dpbsud(kC0, kA0, kB0);
+    }
+  };
+  auto store = [&](int64_t b) {
+    int32_t(*c)[256] = s.c[b % 3];
+    if constexpr (kSplitHalves) {
+      _tile_stored(kClo, c[0], 64);
+      _tile_stored(kChi, c[1], 64);
+    } else if (b & 1) {
+      _tile_stored(kC1, c[0], 64);
+    } else {
       _tile_stored(kC0, c[0], 64);
     }
   };
   __m512 acc[16];
   for (auto& v : acc) v = _mm512_setzero_ps();
-  multiply(0);
+  product(0);
+  store(0);
+  if constexpr (!kSplitHalves)
+    if (nb > 1) product(1);
   for (int64_t b = 0; b < nb; ++b) {
-    if (b + 1 < nb) multiply(b + 1);
-    const int32_t(*c)[256] = s.c[b & 1];
+    if constexpr (kSplitHalves) {
+      if (b + 1 < nb) product(b + 1), store(b + 1);
+    } else {
+      if (b + 1 < nb) store(b + 1);
+      if (b + 2 < nb) product(b + 2);
+    }
+    const int32_t(*c)[256] = s.c[b % 3];
     const __m512 scale = s.scale[b * 2], second = s.scale[b * 2 + 1];
     const float* xd = s.xd.data() + t * nb + b;
     const float* z1 = s.z1.data() + t * nb + b;
