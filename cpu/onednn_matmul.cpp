@@ -46,11 +46,13 @@ class Onednn {
     return instance;
   }
 
-  // A forced BASALT_ISA=avx2 caps oneDNN too, so that one machine can measure
-  // what an AVX2-only CPU runs. oneDNN takes this only before its first use.
+  // A forced BASALT_ISA=avx2 (avxvnni, avx512) caps oneDNN too, so that one
+  // machine can measure what a CPU with only that runs (avx512: no AMX tiles
+  // for bf16). oneDNN takes this only before its first use.
   Onednn() {
     if (selected_isa() == Isa::avx2) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
     if (selected_isa() == Isa::avxvnni) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
+    if (selected_isa() == Isa::avx512) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16);
     engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
   }
 

@@ -9,7 +9,10 @@ namespace {
 constexpr uint64_t pack(uint64_t front, uint64_t back) { return front << 32 | back; }
 constexpr int64_t front_of(uint64_t r) { return static_cast<int64_t>(r >> 32); }
 constexpr int64_t back_of(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+std::atomic<int64_t> g_steals{0};
 }  // namespace
+
+int64_t WorkShares::steals_so_far() { return g_steals.load(std::memory_order_relaxed); }
 
 WorkShares::WorkShares(int n_threads) : n_(n_threads) {
   if (n_threads < 1 || n_threads > kMaxThreads) throw Error("internal: WorkShares for " + std::to_string(n_threads) + " threads");
@@ -42,6 +45,7 @@ bool WorkShares::steal(int me, Stolen* out) {
     // Fails when the owner took a unit or another thief came first: look again.
     if (shares_[victim].range.compare_exchange_weak(seen, pack(f, cut), std::memory_order_acquire)) {
       *out = {shares_[victim].ctx, cut, b};
+      g_steals.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
   }

@@ -32,6 +32,8 @@ class WorkShares {
   // Thief: the back half (rounded up) of the largest share left; false when
   // every other share is empty or not yet published.
   bool steal(int me, Stolen* out);
+  // Successful steals in this process (tests check that sharing happens).
+  static int64_t steals_so_far();
 
  private:
   struct alignas(64) Share {

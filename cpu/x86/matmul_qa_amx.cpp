@@ -9,8 +9,8 @@
 // every 16 of them. Under kMinTokens tokens (decode) the AVX-512 kernel runs.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -24,6 +24,9 @@ namespace basalt::kernels {
 namespace {
 
 constexpr int kMinTokens = 16;
+
+int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
+int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
 constexpr int64_t kRunActBytes = int64_t{1} << 20;  // int8 activations of one run of tokens: half this L2
 
 // Tile registers (literal numbers: the intrinsics paste them into the asm).
@@ -66,14 +69,33 @@ const TileConfig& tile_config() {
   return c;
 }
 
+// A growing array, zeroed by a loop of this file: no std::vector<float>
+// member templates here, whose out-of-line copies built with AVX-512 could be
+// the ones the linker keeps for baseline code (see quant/half.h).
+template <typename T>
+struct Buffer {
+  std::unique_ptr<T[]> p;
+  int64_t size = 0;
+  T* data() { return p.get(); }
+  T* zeroed(int64_t n) {  // n elements, all zero
+    if (n > size) p.reset(new T[n]), size = n;
+    for (int64_t i = 0; i < n; ++i) p[i] = T{};
+    return p.get();
+  }
+  T* at_least(int64_t n) {  // n elements, contents undefined
+    if (n > size) p.reset(new T[n]), size = n;
+    return p.get();
+  }
+};
+
 // One thread's scratch, 64-byte aligned: the tile's unpacked blocks and their
 // scales, the run's activations and token terms, the result tiles.
 struct Scratch {
-  std::vector<__m512i> b;      // [block][8]: B rows
-  std::vector<__m512> scale;   // [block][2]: scale, and bias or the high half's scale
-  std::vector<float> xd, z1, z2;  // [token of the run, padded to 16][block]
+  Buffer<__m512i> b;          // [block][8]: B rows
+  Buffer<__m512> scale;       // [block][2]: scale, and bias or the high half's scale
+  Buffer<float> xd, z1, z2;   // [token of the run, padded to 16][block]
   alignas(64) int32_t c[3][2][16 * 16];  // [block % 3][half]: results, 16 tokens x 16 rows
-  std::vector<int8_t> a;       // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
+  Buffer<int8_t> a;           // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
 };
 
 // The code of zero, where codes are unsigned around it (8-bit codes are stored + 128).
@@ -88,10 +110,10 @@ constexpr int zero_code() {
 template <int Bits, QaScales S>
 void token_terms(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Scratch& s) {
   constexpr int kZero = zero_code<Bits, S>();
-  const size_t n = static_cast<size_t>((nt + 15) / 16 * 16 * nb);
-  s.xd.assign(n, 0.0f);  // tokens past nt: zeros, so their results are too
-  s.z1.assign(n, 0.0f);
-  s.z2.assign(n, 0.0f);
+  const int64_t n = (nt + 15) / 16 * 16 * nb;
+  s.xd.zeroed(n);  // tokens past nt: zeros, so their results are too
+  s.z1.zeroed(n);
+  s.z2.zeroed(n);
   for (int64_t t = 0; t < nt; ++t) {
     const float* xd = xq.d_row(t0 + t);
     const int32_t* s16 = xq.sum16_row(t0 + t);
@@ -114,7 +136,7 @@ void token_terms(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Sc
 // Tokens past the run's end are zeros.
 void pack_activations(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Scratch& s) {
   const int64_t chunks = (nt + 15) / 16;
-  s.a.assign(static_cast<size_t>(chunks * nb * 512), 0);
+  s.a.zeroed(chunks * nb * 512);
   for (int64_t t = 0; t < nt; ++t) {
     const int8_t* row = xq.q_row(t0 + t);
     int8_t* dst = s.a.data() + (t / 16) * nb * 512 + (t % 16) * 32;
@@ -210,7 +232,7 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
       if (b + 2 < nb) product(b + 2);
     }
     const int32_t(*c)[256] = s.c[b % 3];
-    const __m512 scale = s.scale[b * 2], second = s.scale[b * 2 + 1];
+    const __m512 scale = s.scale.data()[b * 2], second = s.scale.data()[b * 2 + 1];
     const float* xd = s.xd.data() + t * nb + b;
     const float* z1 = s.z1.data() + t * nb + b;
     const float* z2 = s.z2.data() + t * nb + b;
@@ -241,20 +263,20 @@ void matmul_qa_amx(const MatmulArgs& a) {
   thread_local Scratch s;
   thread_local std::vector<Span> spans;
   collect_spans(a, spans);
-  s.b.resize(static_cast<size_t>(nb * 8));
-  s.scale.resize(static_cast<size_t>(nb * 2));
+  s.b.at_least(nb * 8);
+  s.scale.at_least(nb * 2);
   _tile_loadconfig(&tile_config<S == QaScales::q6k>());
   // Runs of tokens (a multiple of 16) whose activations stay in L2 while every tile passes.
-  const int64_t run = std::max<int64_t>(16, kRunActBytes / xq.stride / 16 * 16);
+  const int64_t run = max_i(16, kRunActBytes / xq.stride / 16 * 16);
   for (int64_t r0 = 0; r0 < a.n_tok; r0 += run) {
-    const int64_t nr = std::min(run, a.n_tok - r0);
+    const int64_t nr = min_i(run, a.n_tok - r0);
     token_terms<Bits, S>(xq, r0, nr, nb, s);
     pack_activations(xq, r0, nr, nb, s);
     for (const Span& sp : spans) {
       unpack_tile<Bits, S>(L, sp.tile, nb, s);
       const __mmask16 mask = static_cast<__mmask16>(((1u << sp.n) - 1) << sp.lane0);
       for (int64_t t = 0; t < nr; t += 16) {
-        const int64_t nt = std::min<int64_t>(16, nr - t);
+        const int64_t nt = min_i(16, nr - t);
         __m512 out[16];
         tokens_x_tile<Bits, S>(t, nb, s, out);
         for (int64_t i = 0; i < nt; ++i)

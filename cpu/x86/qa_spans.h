@@ -30,8 +30,10 @@ inline void collect_spans(const MatmulArgs& a, std::vector<Span>& spans) {
     int lane0;
     const uint8_t* tile = w.tile_of(r, &lane0);
     const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
-    const int n = static_cast<int>(std::min<int64_t>({16 - lane0, a.r1 - r, mat_end - r}));
-    spans.push_back({tile, r, lane0, n});
+    int64_t n = 16 - lane0;  // no std::min here: see quant/half.h on templates in ISA files
+    if (a.r1 - r < n) n = a.r1 - r;
+    if (mat_end - r < n) n = mat_end - r;
+    spans.push_back({tile, r, lane0, static_cast<int>(n)});
     r += n;
   }
 }

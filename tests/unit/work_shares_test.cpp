@@ -25,9 +25,12 @@ std::vector<std::vector<int>> run_shares(const std::vector<int64_t>& sizes, int 
     runner[i].assign(sizes[i], -1);
   }
   WorkShares shares(n);
+  int team = 0;
 #pragma omp parallel num_threads(n)
   {
     const int me = omp_get_thread_num();
+#pragma omp single
+    team = omp_get_num_threads();
     auto run = [&](int share, int64_t u) {
       runs[share][u].fetch_add(1);
       runner[share][u] = me;
@@ -45,7 +48,9 @@ std::vector<std::vector<int>> run_shares(const std::vector<int64_t>& sizes, int 
       for (int64_t u = st.u0; u < st.u1; ++u) run(owner, u);
     }
   }
-  for (int i = 0; i < n; ++i)
+  // Each share needs its own thread (OMP_THREAD_LIMIT below n would leave some unpublished).
+  EXPECT_EQ(team, n) << "OpenMP gave " << team << " threads of " << n;
+  for (int i = 0; i < n && team == n; ++i)
     for (int64_t u = 0; u < sizes[i]; ++u) EXPECT_EQ(runs[i][u].load(), 1) << "share " << i << " unit " << u;
   return runner;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# The objects of files built with ISA flags (*_avx2, *_avxvnni, *_avx512,
+# *_amx) must export no weak symbols outside anonymous namespaces: a weak
+# symbol (an inline function or template instance) may also be made by
+# baseline code, and the linker keeps one copy. If it keeps the AVX-512 one,
+# the baseline caller dies with SIGILL on a CPU without AVX-512.
+#
+#   check_isa_objects.py OBJECT...   (the engine library's objects; others are ignored)
+import re
+import subprocess
+import sys
+
+ISA_FILE = re.compile(r"_(avx2|avxvnni|avx512|amx)\.cpp\.o$")
+
+
+def main():
+    objects = [o for o in sys.argv[1:] if ISA_FILE.search(o)]
+    if not objects:
+        print("no ISA objects given", file=sys.stderr)
+        return 1
+    bad = []
+    for o in objects:
+        out = subprocess.run(["nm", "-C", o], check=True, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split(maxsplit=2)
+            if len(parts) == 3 and parts[1] in ("W", "V", "u") and "(anonymous namespace)" not in parts[2]:
+                bad.append(f"{o}: {parts[2]}")
+    print(f"{len(objects)} ISA objects checked")
+    for b in bad:
+        print("shared weak symbol:", b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
