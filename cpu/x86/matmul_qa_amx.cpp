@@ -9,8 +9,10 @@
 // every 16 of them. Under kMinTokens tokens (decode) the AVX-512 kernel runs.
 #include <immintrin.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -69,22 +71,31 @@ const TileConfig& tile_config() {
   return c;
 }
 
-// A growing array, zeroed by a loop of this file: no std::vector<float>
-// member templates here, whose out-of-line copies built with AVX-512 could be
-// the ones the linker keeps for baseline code (see quant/half.h).
+// A growing array, 64-byte aligned (whole cache lines for the tile loads),
+// zeroed by a loop of this file: no std::vector<float> member templates here,
+// whose out-of-line copies built with AVX-512 could be the ones the linker
+// keeps for baseline code (see quant/half.h).
 template <typename T>
 struct Buffer {
-  std::unique_ptr<T[]> p;
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> p;
   int64_t size = 0;
   T* data() { return p.get(); }
-  T* zeroed(int64_t n) {  // n elements, all zero
-    if (n > size) p.reset(new T[n]), size = n;
-    for (int64_t i = 0; i < n; ++i) p[i] = T{};
+  T* at_least(int64_t n) {  // n elements, contents undefined
+    if (n > size) {
+      const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+      T* q = static_cast<T*>(std::aligned_alloc(64, bytes));
+      if (!q) throw std::bad_alloc();
+      p.reset(q), size = n;
+    }
     return p.get();
   }
-  T* at_least(int64_t n) {  // n elements, contents undefined
-    if (n > size) p.reset(new T[n]), size = n;
-    return p.get();
+  T* zeroed(int64_t n) {  // n elements, all zero
+    T* q = at_least(n);
+    for (int64_t i = 0; i < n; ++i) q[i] = T{};
+    return q;
   }
 };
 
