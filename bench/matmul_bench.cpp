@@ -135,6 +135,10 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   std::string label = w.describe();
   if (isa != Isa::scalar && find_matmul_kernel(w, isa) == find_matmul_kernel(w, static_cast<Isa>(static_cast<int>(isa) - 1)))
     label += ", no own kernel: lower ISA's";
+#if defined(BASALT_X86)
+  else if (isa == Isa::amx && n_tok < kernels::kAmxMinTokens)
+    label += ", AVX-512 kernel below " + std::to_string(kernels::kAmxMinTokens) + " tokens";
+#endif
   if (onednn_wanted(w, n_tok, isa))
     label += ", oneDNN (best ISA)";
   state.SetLabel(label);

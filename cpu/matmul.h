@@ -47,7 +47,8 @@ MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
 MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
 MatmulKernel matmul_qa_avx512(const Weight& w);
-MatmulKernel matmul_qa_amx(const Weight& w);  // prefill on AMX tiles; decode through matmul_qa_avx512
+MatmulKernel matmul_qa_amx(const Weight& w);  // from kAmxMinTokens tokens on AMX tiles; fewer: matmul_qa_avx512
+constexpr int64_t kAmxMinTokens = 16;
 void widen_f16_avx2(const uint8_t* src, float* dst, int64_t n);  // n f16 values (F16C) to f32
 #endif
 }  // namespace kernels

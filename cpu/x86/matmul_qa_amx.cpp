@@ -6,7 +6,7 @@
 // so a block unpacks to B with no shuffle), and AVX-512 applies the block's
 // row and token scales to the 16 x 16 int32 result. A tile's blocks are
 // unpacked once per run of tokens whose activations fit in L2, and reused for
-// every 16 of them. Under kMinTokens tokens (decode) the AVX-512 kernel runs.
+// every 16 of them. Under kAmxMinTokens tokens (decode) the AVX-512 kernel runs.
 #include <immintrin.h>
 
 #include <cstdlib>
@@ -24,8 +24,6 @@
 namespace basalt::kernels {
 
 namespace {
-
-constexpr int kMinTokens = 16;
 
 int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
 int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -267,7 +265,7 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
 
 template <int Bits, QaScales S>
 void matmul_qa_amx(const MatmulArgs& a) {
-  if (a.n_tok < kMinTokens) return matmul_qa_avx512(*a.w)(a);
+  if (a.n_tok < kAmxMinTokens) return matmul_qa_avx512(*a.w)(a);
   const QaLayout L = qa_layout(Bits, S);
   const QuantizedActs& xq = *a.xq;
   const int64_t nb = a.w->cols / kQaBlock;
