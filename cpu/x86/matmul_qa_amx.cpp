@@ -241,7 +241,8 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
       if (b + 2 < nb) product(b + 2);
     }
     const int32_t(*c)[256] = s.c[b % 3];
-    const __m512 scale = s.scale.data()[b * 2], second = s.scale.data()[b * 2 + 1];
+    const __m512 scale = s.scale.data()[b * 2];
+    const __m512 second = kBias || kSplitHalves ? s.scale.data()[b * 2 + 1] : scale;  // f16_sym has one
     const float* xd = s.xd.data() + t * nb + b;
     const float* z1 = s.z1.data() + t * nb + b;
     const float* z2 = s.z2.data() + t * nb + b;
