@@ -77,7 +77,8 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
   if (n == 1 && d >= kParallelMin / 4) {
     // Decode: the row's columns split (to the block of 32) like the rows of the
     // matmuls that wrote gate and up (cpu/matmul.cpp, to the tile of 16), so
-    // each thread reads what is in its own cache.
+    // each thread reads what is in its own cache (but for the few tiles a
+    // thread done early took over: cpu/work_shares.h).
     if (yq) zero_padding(0, *yq);
 #pragma omp parallel
     {
