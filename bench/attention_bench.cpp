@@ -3,20 +3,25 @@
 // cache of D positions, per ISA and cache type (f16, q8), with the 1.1B
 // (TinyLlama: 32 query heads, 4 KV heads, head_dim 64) and 7B (32/32/128)
 // head shapes. GB/s = K and V bytes (and q8 scales) read per decode call:
-// decode at depth should run at the read
-// bandwidth; the 1.1B shape at depth 4096 reads 4.2 MB per layer. GFLOP/s
-// counts QK and PV (4 x heads x head_dim x keys per token). Measured
-// 2026-11-30, 2 threads, AVX-512, min of 3 alternating runs: 1.1B d:4096 t:1
-// 212 us (20 GB/s; 269 us when K and V were first converted into f32
-// scratch, 425-432 us before keys were stored transposed and prefetched),
-// t:512 90-93 ms (~200 GFLOP/s); 7B d:4096 t:1 1.93 ms (3.47 before). The
-// scores and P V are FMA-bound (2 x 2048 FMAs per block of 64 keys and KV
-// head for 8 query rows); the rest is the read of the cache.
+// decode at depth should run at the read bandwidth; the 1.1B shape at depth
+// 4096 reads 4.2 MB per layer. GFLOP/s counts QK and PV (4 x heads x
+// head_dim x keys per token). The /cold rows evict the cache's blocks before
+// each call, as the weights streamed between two tokens do in a model.
+// Measured 2026-12-02, 2 threads, AVX-512: 1.1B d:4096 t:1 166-190 us warm
+// (195-204 while the softmax called libm's expf per row; 212 on 2026-11-30;
+// 425-432 before keys were stored transposed and prefetched), 275-285 us cold
+// (289-294 with expf); t:512 90-93 ms (~200 GFLOP/s); 7B d:4096 t:1 1.93 ms.
+// The scores and P V are FMA-bound (2 x 2048 FMAs per block of 64 keys and
+// KV head for 8 query rows); cold, the read of the cache adds ~100 us.
 //
 //   build/bin/basalt_attention_bench --benchmark_filter='1.1b/avx512/f16/d:4096/t:1'
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <random>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -35,7 +40,51 @@ struct HeadShape {
 const HeadShape kShapes[] = {{"1.1b", 32, 4, 64}, {"7b", 32, 32, 128}};
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
 
-void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvType type, int64_t depth, int64_t n_tok) {
+// A cache of `depth` past positions of random keys and values (written through
+// the op itself, one chunk at a time), kept for the next call of the same
+// benchmark: Google Benchmark calls it several times while it sizes the run,
+// and the fill would dominate a profile of the decode call.
+KvCache& filled_cache(const ModelSpec& spec, Isa isa, KvType type, int64_t depth, int64_t n_tok) {
+  static std::string last;
+  static std::unique_ptr<KvCache> kv;
+  const std::string key = std::to_string(spec.n_head) + "/" + std::to_string(spec.n_head_kv) + "/" +
+                          std::to_string(spec.head_dim) + "/" + isa_name(isa) + "/" + kv_type_name(type) + "/" +
+                          std::to_string(depth) + "/" + std::to_string(n_tok);
+  if (kv && key == last) return *kv;
+  last = key;
+  kv.reset();
+  kv = std::make_unique<KvCache>(spec, depth + n_tok, 1, type);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0, 1);
+  const int64_t qd = spec.q_dim(), kvd = spec.kv_dim();
+  std::vector<float> q(static_cast<size_t>(512 * qd)), k(static_cast<size_t>(512 * kvd)), v(k.size()), out(q.size());
+  for (int64_t p0 = 0; p0 < depth; p0 += 512) {
+    Batch b;
+    for (int64_t p = p0; p < std::min(depth, p0 + 512); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
+    for (float& x : q) x = nd(rng);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    cpu::attention(q.data(), k.data(), v.data(), out.data(), b, *kv, 0, spec, isa);
+  }
+  return *kv;
+}
+
+// Evicts the cache's blocks of (layer 0, seq 0) from every CPU cache level:
+// in a model, the weights streamed between two tokens push a layer's KV out.
+void evict(const KvCache& kv, int64_t positions) {
+#if defined(__x86_64__)
+  const int64_t bytes = (positions + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_bytes();
+  for (const uint8_t* base : {kv.key_blocks(0, 0), kv.value_blocks(0, 0)})
+    for (int64_t i = 0; i < bytes; i += 64) _mm_clflush(base + i);
+  _mm_mfence();
+#else
+  (void)kv, (void)positions;
+#endif
+}
+
+// cold: the cache is evicted before each call (decode only), as in a model.
+void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvType type, int64_t depth, int64_t n_tok,
+                     bool cold) {
   if (!cpu_supports(isa)) {
     state.SkipWithError((std::string("CPU lacks ") + isa_name(isa)).c_str());
     return;
@@ -46,23 +95,21 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvTyp
   spec.n_head_kv = h.n_head_kv;
   spec.head_dim = spec.rope_dim = h.head_dim;
   spec.n_embd = h.n_head * h.head_dim;
-  KvCache kv(spec, depth + n_tok, 1, type);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> nd(0, 1);
-  // The cache's past positions: random keys and values (written through the op itself, one chunk at a time).
   const int64_t qd = spec.q_dim(), kvd = spec.kv_dim();
   std::vector<float> q(static_cast<size_t>(512 * qd)), k(static_cast<size_t>(512 * kvd)), v(k.size()), out(q.size());
-  for (int64_t p0 = 0; p0 < depth; p0 += 512) {
-    Batch b;
-    for (int64_t p = p0; p < std::min(depth, p0 + 512); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
-    for (float& x : q) x = nd(rng);
-    for (float& x : k) x = nd(rng);
-    for (float& x : v) x = nd(rng);
-    cpu::attention(q.data(), k.data(), v.data(), out.data(), b, kv, 0, spec, isa);
-  }
+  KvCache& kv = filled_cache(spec, isa, type, depth, n_tok);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0, 1);
+  for (std::vector<float>* x : {&q, &k, &v})
+    for (float& e : *x) e = nd(rng);
   Batch b;
   for (int64_t t = 0; t < n_tok; ++t) b.add(0, static_cast<int32_t>(depth + t), 0, true);
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      evict(kv, depth + n_tok);
+      state.ResumeTiming();
+    }
     cpu::attention(q.data(), k.data(), v.data(), out.data(), b, kv, 0, spec, isa);
     benchmark::DoNotOptimize(out.data());
   }
@@ -79,14 +126,17 @@ void register_all() {
     for (Isa isa : kIsas)
       for (KvType type : {KvType::f16, KvType::q8})
         for (int64_t depth : {512, 4096})
-          for (int64_t n_tok : {1, 512}) {
-            if (isa == Isa::scalar && n_tok > 1) continue;  // seconds per call
-            const std::string name = std::string("attention/") + h.name + "/" + isa_name(isa) + "/" + kv_type_name(type) +
-                                     "/d:" + std::to_string(depth) + "/t:" + std::to_string(n_tok);
-            benchmark::RegisterBenchmark(name.c_str(), [&h, isa, type, depth, n_tok](benchmark::State& st) {
-              bench_attention(st, h, isa, type, depth, n_tok);
-            })->UseRealTime()->Unit(benchmark::kMicrosecond);
-          }
+          for (int64_t n_tok : {1, 512})
+            for (bool cold : {false, true}) {
+              if (isa == Isa::scalar && n_tok > 1) continue;  // seconds per call
+              if (cold && n_tok > 1) continue;                // prefill reuses each block: warm anyway
+              const std::string name = std::string("attention/") + h.name + "/" + isa_name(isa) + "/" +
+                                       kv_type_name(type) + "/d:" + std::to_string(depth) +
+                                       "/t:" + std::to_string(n_tok) + (cold ? "/cold" : "");
+              benchmark::RegisterBenchmark(name.c_str(), [&h, isa, type, depth, n_tok, cold](benchmark::State& st) {
+                bench_attention(st, h, isa, type, depth, n_tok, cold);
+              })->UseRealTime()->Unit(benchmark::kMicrosecond);
+            }
 }
 
 }  // namespace
