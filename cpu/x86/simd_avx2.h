@@ -39,6 +39,9 @@ struct Simd {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
+  static bool any_greater(V x, float t) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(t), _CMP_GT_OQ)) != 0;
+  }
   // Sum of x[i]^2 in double (each square exact), four accumulators of 4 lanes.
   static double sum_squares(const float* x, int64_t n) {
     __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};

@@ -39,6 +39,7 @@ struct Simd {
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static float hsum(V x) { return _mm512_reduce_add_ps(x); }
   static float hmax(V x) { return _mm512_reduce_max_ps(x); }
+  static bool any_greater(V x, float t) { return _mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GT_OQ) != 0; }
   // Sum of x[i]^2 in double (each square exact), four accumulators of 8 lanes.
   static double sum_squares(const float* x, int64_t n) {
     __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};

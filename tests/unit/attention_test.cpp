@@ -29,13 +29,15 @@ struct Case {
   std::vector<int32_t> n_tok;  // per sequence: tokens of the batch, at positions ctx, ctx + 1, ...
   bool interleave = false;     // the sequences' tokens alternate in the batch (else one after the other)
   float q_scale = 1;           // larger: sharper softmax, scores of tens
+  float key_growth = 0;        // cached key p times 1 + key_growth * p / 1000: the rows' max jumps in late blocks
 
   std::string name() const {
     std::string s = "head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv) + " ratio " +
                     std::to_string(ratio);
     for (size_t i = 0; i < ctx.size(); ++i)
       s += " | seq " + std::to_string(i) + ": " + std::to_string(n_tok[i]) + " tokens after " + std::to_string(ctx[i]);
-    return s + (interleave ? " interleaved" : "") + " q x" + std::to_string(q_scale);
+    return s + (interleave ? " interleaved" : "") + " q x" + std::to_string(q_scale) +
+           (key_growth ? " keys growing x" + std::to_string(key_growth) : "");
   }
 };
 
@@ -60,6 +62,7 @@ const Case kCases[] = {
     {64, 2, 3, {0, 0}, {5, 3}, true},  // two sequences, tokens interleaved
     {64, 2, 3, {40, 7}, {4, 6}},       // two sequences, one after the other
     {128, 2, 4, {600, 3}, {1, 1}},     // decode of two sequences in one batch
+    {64, 2, 4, {3000}, {2}, false, 4.0f, 3.0f},  // scores growing by tens along the context
 };
 
 ModelSpec spec_of(const Case& c) {
@@ -80,7 +83,7 @@ void fill_cache(KvCache& kv, const Case& c) {
     for (size_t s = 0; s < c.ctx.size(); ++s)
       for (int32_t p = 0; p < c.ctx[s]; ++p) {
         std::vector<float> key(static_cast<size_t>(kv.kv_dim())), value(key.size());
-        for (float& x : key) x = nd(rng);
+        for (float& x : key) x = nd(rng) * (1 + c.key_growth * static_cast<float>(p) / 1000);
         for (float& x : value) x = nd(rng);
         kv.store(layer, static_cast<int>(s), p, key.data(), value.data());
       }
