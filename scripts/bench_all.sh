@@ -3,7 +3,8 @@
 # basalt vs llama.cpp on every benchmark model and on SmolLM2, one table of
 # ratios at the end. Each model goes through scripts/bench_vs_llamacpp.py
 # (the engines alternate; medians), then decode after 4096 tokens of context
-# against decode at depth 0 on the 1.1B Q4_0 model.
+# against decode at depth 0 on the 1.1B Q4_0 model (each run measures both,
+# back to back: the median of the runs' own ratios).
 #
 #   scripts/make_bench_models.sh              # once: build/bench-models
 #   scripts/bench_all.sh [MODELS_DIR]         # 20-30 min with 2 threads, idle machine
@@ -56,8 +57,7 @@ for m in "${MODELS[@]}"; do
   run "$m" -p "$P" -n "$N" -r "$REPS"
 done
 if [[ "$DEPTH" != 0 && "$(basename "$DEPTH_MODEL")" =~ $ONLY ]]; then
-  run "$DEPTH_MODEL" -p 0 -n 32 -d 0 -r "$DEPTH_REPS"
-  run "$DEPTH_MODEL" -p 0 -n 32 -d "$DEPTH" -r "$DEPTH_REPS"
+  run "$DEPTH_MODEL" -p 0 -n 32 -d "$DEPTH" -r "$DEPTH_REPS" --vs-depth-0
 fi
 rm -f "$RESULTS.one"
 BW1="$(bandwidth)"
@@ -84,10 +84,8 @@ if bw > 0:
             roof = bw * 1e9 / x["decode_bytes"]
             print(f"  {x['model'][:34]:34} {x['decode_bytes'] / 1e6:7.0f} MB/token, roofline {roof:6.1f} t/s: "
                   f"basalt {100 * x['basalt_tg'] / roof:3.0f}%, llama.cpp {100 * x['llamacpp_tg'] / roof:3.0f}%")
-deep = [x for x in rows if x["p"] == 0 and x["n"] and x["d"]]
-flat = [x for x in rows if x["p"] == 0 and x["n"] and not x["d"]]
-if deep and flat:
-    d, z = deep[-1], flat[-1]
-    print(f"decode at depth {d['d']} / depth 0: basalt {d['basalt_tg'] / z['basalt_tg']:.2f}, "
-          f"llama.cpp {d['llamacpp_tg'] / z['llamacpp_tg']:.2f}")
+for d in (x for x in rows if "basalt_depth_ratio" in x):
+    print(f"decode at depth {d['d']} / depth 0 (median of paired runs): basalt {d['basalt_depth_ratio']:.2f} "
+          f"({d['basalt_tg']:.1f} vs {d['basalt_tg_d0']:.1f} t/s), llama.cpp {d['llamacpp_depth_ratio']:.2f} "
+          f"({d['llamacpp_tg']:.1f} vs {d['llamacpp_tg_d0']:.1f})")
 PYEOF

@@ -6,6 +6,12 @@
 # (pip install llama-cpp-python, built from source for this CPU).
 #
 #   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5] [--json]
+#   scripts/bench_vs_llamacpp.py -p 0 -n 32 -d 4096 --vs-depth-0 ...
+#
+# --vs-depth-0: each run also decodes at depth 0 right before the run at
+# depth D, and the report adds decode at D / decode at 0 per engine (the
+# median of each run's own ratio: the pairs share the machine's state, which
+# on a shared machine drifts by more than the difference looked for).
 #
 # On CPUs that report AMX without the kernel enabling it (this machine kind),
 # a GGML_NATIVE build dies with SIGILL; build llama-cpp-python like this:
@@ -34,9 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def basalt(args, model):
+def basalt(args, model, depth=None):
+    depth = args.d if depth is None else depth
     cmd = [str(ROOT / "build/bin/basalt"), "bench", "-m", model, "-p", str(args.p), "-n", str(args.n),
-           "-d", str(args.d), "-t", str(args.t), "-r", "1", "--json"]
+           "-d", str(depth), "-t", str(args.t), "-r", "1", "--json"]
     out = json.loads(subprocess.check_output(cmd, text=True).strip().splitlines()[-1])
     basalt.decode_bytes = out["decode_bytes"]  # weight bytes one decode step streams
     return out["pp_tokens_per_s"], out["tg_tokens_per_s"]
@@ -50,7 +57,8 @@ class LlamaCpp:
                          n_threads=args.t, n_threads_batch=args.t, verbose=False, logits_all=False)
         self.n_vocab = self.llm.n_vocab()
 
-    def run(self):
+    def run(self, depth=None):
+        depth = self.args.d if depth is None else depth
         rnd = random.Random(1)
         toks = lambda k: [rnd.randrange(self.n_vocab) for _ in range(k)]
         pp = 0.0
@@ -60,8 +68,8 @@ class LlamaCpp:
             self.llm.eval(toks(self.args.p))
             pp = self.args.p / (time.perf_counter() - t0)
         self.llm.reset()
-        if self.args.d:
-            self.llm.eval(toks(self.args.d))
+        if depth:
+            self.llm.eval(toks(depth))
         t0 = time.perf_counter()
         for t in toks(self.args.n):
             self.llm.eval([t])
@@ -78,14 +86,21 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=5)
     ap.add_argument("--json", action="store_true", help="also print one JSON line with the medians")
+    ap.add_argument("--vs-depth-0", action="store_true",
+                    help="also decode at depth 0 in each run and report decode at D / at 0 (median of the runs' ratios)")
     args = ap.parse_args()
+    if args.vs_depth_0 and (args.p or not args.n or not args.d):
+        ap.error("--vs-depth-0 needs -p 0, -n > 0 and -d > 0")
     model = args.model or subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
     ref = LlamaCpp(args, model)
     ref.run()  # warm-up
     basalt(args, model)
     res = {"basalt": ([], []), "llama.cpp": ([], [])}
+    flat = {"basalt": [], "llama.cpp": []}  # --vs-depth-0: decode at depth 0, run by run
     for _ in range(args.r):
-        for name, fn in (("basalt", lambda: basalt(args, model)), ("llama.cpp", ref.run)):
+        for name, fn in (("basalt", lambda d=None: basalt(args, model, d)), ("llama.cpp", ref.run)):
+            if args.vs_depth_0:
+                flat[name].append(fn(0)[1])
             pp, tg = fn()
             res[name][0].append(pp)
             res[name][1].append(tg)
@@ -97,11 +112,21 @@ def main():
     b, l = med["basalt"], med["llama.cpp"]
     ratio = [b[i] / l[i] if l[i] else 0.0 for i in (0, 1)]
     print(f"{'ratio':10} {ratio[0]:12.2f} {ratio[1]:12.2f}")
+    deep = {}
+    if args.vs_depth_0:
+        for k in res:
+            deep[k] = (statistics.median(flat[k]), statistics.median(d / z for d, z in zip(res[k][1], flat[k])))
+            runs = " ".join(f"{d / z:.2f}" for d, z in zip(res[k][1], flat[k]))
+            print(f"{k:10} decode at depth 0 {deep[k][0]:.1f} t/s; at depth {args.d} / at 0: {deep[k][1]:.2f} (runs: {runs})")
     if args.json:
-        print(json.dumps({"model": Path(model).name, "threads": args.t, "p": args.p, "n": args.n, "d": args.d,
-                          "reps": args.r, "basalt_pp": b[0], "basalt_tg": b[1], "llamacpp_pp": l[0],
-                          "llamacpp_tg": l[1], "pp_ratio": ratio[0], "tg_ratio": ratio[1],
-                          "decode_bytes": basalt.decode_bytes}))
+        out = {"model": Path(model).name, "threads": args.t, "p": args.p, "n": args.n, "d": args.d,
+               "reps": args.r, "basalt_pp": b[0], "basalt_tg": b[1], "llamacpp_pp": l[0],
+               "llamacpp_tg": l[1], "pp_ratio": ratio[0], "tg_ratio": ratio[1],
+               "decode_bytes": basalt.decode_bytes}
+        if deep:
+            out.update({"basalt_tg_d0": deep["basalt"][0], "llamacpp_tg_d0": deep["llama.cpp"][0],
+                        "basalt_depth_ratio": deep["basalt"][1], "llamacpp_depth_ratio": deep["llama.cpp"][1]})
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":
