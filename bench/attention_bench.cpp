@@ -21,11 +21,11 @@
 
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-#include <string>
-#include <vector>
 
 #include "core/runtime/batch.h"
 #include "core/runtime/kv_cache.h"

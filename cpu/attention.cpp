@@ -42,7 +42,7 @@ struct Piece {
 struct Merge {
   int64_t first, last, r0, r1;
 };
-constexpr int64_t kMergeRows = 8;  // rows per merge task: decode's 32 rows run on 4 threads
+constexpr int64_t kMergeRows = 8;  // rows per merge task: decode's 32 rows are 4 tasks
 
 // Per calling thread, reused so a layer's call does not allocate.
 struct Work {

@@ -8,8 +8,8 @@
 #   scripts/bench_vs_llamacpp.py [-m MODEL] [-p 512] [-n 128] [-d 0] [-t 2] [-r 5] [--json]
 #   scripts/bench_vs_llamacpp.py -p 0 -n 32 -d 4096 --vs-depth-0 ...
 #
-# --vs-depth-0: each run also decodes at depth 0 right before the run at
-# depth D, and the report adds decode at D / decode at 0 per engine (the
+# --vs-depth-0: each run also decodes at depth 0 right before (odd runs:
+# right after) the run at depth D, and the report adds decode at D / decode at 0 per engine (the
 # median of each run's own ratio: the pairs share the machine's state, which
 # on a shared machine drifts by more than the difference looked for).
 #
@@ -97,11 +97,13 @@ def main():
     basalt(args, model)
     res = {"basalt": ([], []), "llama.cpp": ([], [])}
     flat = {"basalt": [], "llama.cpp": []}  # --vs-depth-0: decode at depth 0, run by run
-    for _ in range(args.r):
+    for rep in range(args.r):
         for name, fn in (("basalt", lambda d=None: basalt(args, model, d)), ("llama.cpp", ref.run)):
-            if args.vs_depth_0:
+            if args.vs_depth_0 and rep % 2 == 0:  # depth 0 first on even runs, last on odd ones
                 flat[name].append(fn(0)[1])
             pp, tg = fn()
+            if args.vs_depth_0 and rep % 2 == 1:
+                flat[name].append(fn(0)[1])
             res[name][0].append(pp)
             res[name][1].append(tg)
     med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in res.items()}
@@ -115,8 +117,9 @@ def main():
     deep = {}
     if args.vs_depth_0:
         for k in res:
-            deep[k] = (statistics.median(flat[k]), statistics.median(d / z for d, z in zip(res[k][1], flat[k])))
-            runs = " ".join(f"{d / z:.2f}" for d, z in zip(res[k][1], flat[k]))
+            ratios = [d / z if z else 0.0 for d, z in zip(res[k][1], flat[k])]
+            deep[k] = (statistics.median(flat[k]), statistics.median(ratios))
+            runs = " ".join(f"{x:.2f}" for x in ratios)
             print(f"{k:10} decode at depth 0 {deep[k][0]:.1f} t/s; at depth {args.d} / at 0: {deep[k][1]:.2f} (runs: {runs})")
     if args.json:
         out = {"model": Path(model).name, "threads": args.t, "p": args.p, "n": args.n, "d": args.d,
