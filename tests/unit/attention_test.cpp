@@ -216,36 +216,31 @@ TEST(Attention, Q8CacheStaysCloseToF16) {
   std::printf("[ info ] q8 cache: worst NMSE against f16: %.3g\n", worst);
 }
 
-// Four threads: a decode's key range in 4 pieces, their merge split into
-// tasks of 8 rows (9 rows here: 8 + 1), also where the rows' max moves late.
-TEST(Attention, FourThreadsMatchReference) {
-  const int threads = thread_count();
-  set_thread_count(4);
-  const Case cases[] = {{64, 3, 3, {2048}, {1}}, {64, 2, 4, {3000}, {1}, false, 4.0f, 3.0f}};
+// The cases on `threads` threads, every vector variant and cache type against the reference.
+void expect_match_on_threads(int threads, const std::vector<Case>& cases) {
+  const int before = thread_count();
+  set_thread_count(threads);
   for (const Case& c : cases)
     for (KvType type : {KvType::f16, KvType::q8}) {
       const std::vector<float> ref = run(c, nullptr, type);
       for (Isa isa : vector_isas())
-        EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse) << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
+        EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse)
+            << threads << " threads, " << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
     }
-  set_thread_count(threads);
+  set_thread_count(before);
+}
+
+// Four threads: a decode's key range in 4 pieces, their merge split into
+// tasks of 8 rows (9 rows here: 8 + 1), also where the rows' max moves late.
+TEST(Attention, FourThreadsMatchReference) {
+  expect_match_on_threads(4, {{64, 3, 3, {2048}, {1}}, {64, 2, 4, {3000}, {1}, false, 4.0f, 3.0f}});
 }
 
 // One thread: no key range is split, so the pieces' merge is the trivial one.
 TEST(Attention, OneThreadMatchesReference) {
-  const int threads = thread_count();
-  set_thread_count(1);
-  const Case cases[] = {{64, 3, 3, {4099}, {1}}, {128, 1, 8, {4083}, {17}}, {64, 2, 3, {0, 0}, {5, 3}, true}};
-  for (const Case& c : cases)
-    for (KvType type : {KvType::f16, KvType::q8}) {
-      const std::vector<float> ref = run(c, nullptr, type);
-      for (Isa isa : vector_isas())
-        EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse) << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
-    }
-  set_thread_count(threads);
+  expect_match_on_threads(1, {{64, 3, 3, {4099}, {1}}, {128, 1, 8, {4083}, {17}}, {64, 2, 3, {0, 0}, {5, 3}, true}});
 }
 
-// A prompt prefilled in chunks gives the same outputs as in one batch.
 TEST(Attention, ChunkedPrefillEqualsOneBatch) {
   const Case c{64, 3, 3, {0}, {17}};
   const ModelSpec spec = spec_of(c);
