@@ -26,6 +26,19 @@ using testutil::kFormats;
 using testutil::random_rowmajor;
 using testutil::random_weight;
 
+// The largest |got - ref| over the first n values (all: n = 0); a NaN (a row
+// the kernel never wrote: outputs start as NaN) counts as infinitely wrong,
+// where std::max alone would skip it.
+double max_abs_diff(const std::vector<float>& got, const std::vector<float>& ref, size_t n = 0) {
+  double worst = 0;
+  for (size_t i = 0; i < (n ? n : ref.size()); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    if (std::isinf(worst)) break;
+  }
+  return worst;
+}
+
 // Quantizes x (n_tok rows) into xq, writes the scalar reference's output to
 // ref and returns its largest magnitude (the scale of the error bounds).
 double reference(const Weight& w, const std::vector<float>& x, int64_t n_tok, QuantizedActs& xq, std::vector<float>& ref) {
@@ -63,8 +76,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
             }
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
-            double worst = 0;
-            for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+            const double worst = max_abs_diff(got, ref);
             EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
                 << f.name << " " << isa_name(isa) << (onednn_wanted(w, n_tok, isa) ? " (oneDNN)" : "")
                 << " rows " << rows << " cols " << cols << " tokens " << n_tok;
@@ -75,6 +87,40 @@ TEST(Matmul, EveryVariantMatchesReference) {
     }
   }
   EXPECT_GT(checked, 300);
+}
+
+// Dense rows of any length (the kernels' 8-wide steps leave a tail) and row
+// counts whose per-thread ranges split into four read streams with rows left
+// over, for decode (one token, rows from four quarters) and a few tokens.
+TEST(Matmul, DenseOddShapesMatchReference) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (const Format& f : kFormats) {
+    if (f.format == WeightFormat::qa) continue;
+    for (int64_t cols : {1, 7, 13, 100}) {
+      for (int64_t rows : {3, 4, 5, 70, 131}) {
+        Weight w = random_weight(f, rows, cols, rng);
+        for (int64_t n_tok : {1, 3, 4, 5}) {
+          std::vector<float> x(static_cast<size_t>(n_tok * cols));
+          std::normal_distribution<float> nd(0, 1);
+          for (float& v : x) v = nd(rng);
+          QuantizedActs xq;
+          std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
+          const double ref_norm = reference(w, x, n_tok, xq, ref);
+          for (Isa isa : {Isa::avx2, Isa::avx512}) {
+            if (!cpu_supports(isa) || onednn_wanted(w, n_tok, isa)) continue;
+            std::fill(got.begin(), got.end(), NAN);
+            matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
+            const double worst = max_abs_diff(got, ref);
+            EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
+                << f.name << " " << isa_name(isa) << " rows " << rows << " cols " << cols << " tokens " << n_tok;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, cpu_supports(Isa::avx2) ? 100 : -1);
 }
 
 // The largest codes against the largest inputs: the kernels' int16 partial
@@ -100,9 +146,7 @@ TEST(Matmul, ExtremeCodesAndInputsStayExact) {
           for (int64_t t : {int64_t{1}, int64_t{3}, n_tok}) {  // decode and prefill paths
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, t, got.data(), rows, 0, rows}, isa);
-            double worst = 0;
-            for (size_t i = 0; i < static_cast<size_t>(t * rows); ++i)
-              worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+            const double worst = max_abs_diff(got, ref, static_cast<size_t>(t * rows));
             EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
                 << f.name << " " << isa_name(isa) << " fill " << fill << " sign " << sign << " tokens " << t;
             ++checked;
@@ -193,8 +237,7 @@ TEST(Matmul, AmxRunsOfTokensMatchReference) {
       std::vector<float> ref, got(static_cast<size_t>(n_tok * rows), NAN);
       const double ref_norm = reference(w, x, n_tok, xq, ref);
       matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, Isa::amx);
-      double worst = 0;
-      for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+      const double worst = max_abs_diff(got, ref);
       EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm)) << f.name << " tokens " << n_tok;
     }
   }

@@ -47,7 +47,11 @@ std::vector<float> run_all(const Model& m, const std::vector<int32_t>& ids, int6
 
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i])), scale = std::max(scale, std::fabs(double(b[i])));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - b[i]);
+    if (std::isnan(d)) return INFINITY;  // std::max would skip it
+    worst = std::max(worst, d), scale = std::max(scale, std::fabs(double(b[i])));
+  }
   return worst / scale;
 }
 
