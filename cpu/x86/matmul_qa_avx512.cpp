@@ -35,7 +35,9 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
   const int G = L.blocks_per_group;
   const size_t gbytes = L.group_bytes();
-  constexpr QaLayout kL = qa_layout(Bits, S);
+  constexpr QaLayout kL = qa_layout(Bits, S);  // == L: the prefetch count must be a constant
+  static_assert(kL.group_bytes() % 64 == 0, "groups are whole cache lines");
+  // The last block's lines may reach into the next group.
   constexpr int kLinesPerBlock = static_cast<int>((kL.group_bytes() / 64 + kL.blocks_per_group - 1) / kL.blocks_per_group);
   const int64_t n_groups = L.groups(nb * kQaBlock);
   __m512 acc[NTILE][NT];

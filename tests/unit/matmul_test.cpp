@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "cpu/matmul.h"
 #include "cpu/onednn_matmul.h"
@@ -26,15 +27,16 @@ using testutil::kFormats;
 using testutil::random_rowmajor;
 using testutil::random_weight;
 
-// The largest |got - ref| over the first n values (all: n = 0); a NaN (a row
-// the kernel never wrote: outputs start as NaN) counts as infinitely wrong,
-// where std::max alone would skip it.
-double max_abs_diff(const std::vector<float>& got, const std::vector<float>& ref, size_t n = 0) {
+// The largest |got - ref| over the first n values; a NaN (a row the kernel
+// never wrote: outputs start as NaN) is infinitely wrong, where std::max
+// alone would skip it.
+double max_abs_diff(const std::vector<float>& got, const std::vector<float>& ref, size_t n) {
+  EXPECT_TRUE(n <= got.size() && n <= ref.size());
   double worst = 0;
-  for (size_t i = 0; i < (n ? n : ref.size()); ++i) {
+  for (size_t i = 0; i < n && i < got.size() && i < ref.size(); ++i) {
     const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    if (std::isinf(worst)) break;
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
   }
   return worst;
 }
@@ -76,7 +78,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
             }
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
-            const double worst = max_abs_diff(got, ref);
+            const double worst = max_abs_diff(got, ref, ref.size());
             EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
                 << f.name << " " << isa_name(isa) << (onednn_wanted(w, n_tok, isa) ? " (oneDNN)" : "")
                 << " rows " << rows << " cols " << cols << " tokens " << n_tok;
@@ -89,11 +91,14 @@ TEST(Matmul, EveryVariantMatchesReference) {
   EXPECT_GT(checked, 300);
 }
 
-// Dense rows of any length (the kernels' 8-wide steps leave a tail) and row
-// counts whose per-thread ranges split into four read streams with rows left
-// over, for decode (one token, rows from four quarters) and a few tokens.
+// Dense rows of any length (the kernels' 8-wide steps leave a tail), row
+// counts whose ranges split into 4 or 2 read streams with rows left over,
+// decode (1-3 tokens) and prefill tiles, on 1 and 3 threads, for the whole
+// matrix and for rows [1, rows - 1) only, whose neighbours must stay unwritten.
 TEST(Matmul, DenseOddShapesMatchReference) {
+  if (!cpu_supports(Isa::avx2)) GTEST_SKIP() << "no AVX2: the dense kernels here are the reference";
   std::mt19937 rng(7);
+  const int threads_before = omp_get_max_threads();
   int checked = 0;
   for (const Format& f : kFormats) {
     if (f.format == WeightFormat::qa) continue;
@@ -106,21 +111,36 @@ TEST(Matmul, DenseOddShapesMatchReference) {
           for (float& v : x) v = nd(rng);
           QuantizedActs xq;
           std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
-          const double ref_norm = reference(w, x, n_tok, xq, ref);
+          const double bound = 2e-5 * std::max(1.0, reference(w, x, n_tok, xq, ref));
           for (Isa isa : {Isa::avx2, Isa::avx512}) {
             if (!cpu_supports(isa) || onednn_wanted(w, n_tok, isa)) continue;
-            std::fill(got.begin(), got.end(), NAN);
-            matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
-            const double worst = max_abs_diff(got, ref);
-            EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm))
-                << f.name << " " << isa_name(isa) << " rows " << rows << " cols " << cols << " tokens " << n_tok;
-            ++checked;
+            for (int threads : {1, 3}) {
+              const std::string what = f.name + std::string(" ") + isa_name(isa) + " rows " + std::to_string(rows) +
+                                       " cols " + std::to_string(cols) + " tokens " + std::to_string(n_tok) +
+                                       " threads " + std::to_string(threads);
+              omp_set_num_threads(threads);
+              std::fill(got.begin(), got.end(), NAN);
+              matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
+              EXPECT_LE(max_abs_diff(got, ref, got.size()), bound) << what;
+              std::fill(got.begin(), got.end(), NAN);
+              matmul({&w, x.data(), &xq, n_tok, got.data() + 1, rows, 1, rows - 1}, isa);
+              omp_set_num_threads(threads_before);
+              for (int64_t t = 0; t < n_tok; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                  const float g = got[static_cast<size_t>(t * rows + r)], want = ref[static_cast<size_t>(t * rows + r)];
+                  if (r == 0 || r == rows - 1)
+                    EXPECT_TRUE(std::isnan(g)) << what << ": row " << r << " is outside the range, yet written";
+                  else
+                    EXPECT_LE(std::fabs(static_cast<double>(g) - want), bound) << what << ": row " << r << " of [1, rows - 1)";
+                }
+              ++checked;
+            }
           }
         }
       }
     }
   }
-  EXPECT_GT(checked, cpu_supports(Isa::avx2) ? 100 : -1);
+  EXPECT_GT(checked, 100);
 }
 
 // The largest codes against the largest inputs: the kernels' int16 partial
@@ -237,7 +257,7 @@ TEST(Matmul, AmxRunsOfTokensMatchReference) {
       std::vector<float> ref, got(static_cast<size_t>(n_tok * rows), NAN);
       const double ref_norm = reference(w, x, n_tok, xq, ref);
       matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, Isa::amx);
-      const double worst = max_abs_diff(got, ref);
+      const double worst = max_abs_diff(got, ref, ref.size());
       EXPECT_LE(worst, 2e-5 * std::max(1.0, ref_norm)) << f.name << " tokens " << n_tok;
     }
   }
