@@ -7,7 +7,7 @@
 # back to back: the median of the runs' own ratios).
 #
 #   scripts/make_bench_models.sh              # once: build/bench-models
-#   scripts/bench_all.sh [MODELS_DIR]         # 20-30 min with 2 threads, idle machine
+#   scripts/bench_all.sh [MODELS_DIR]         # 20-30 min with 2 threads, idle machine (REPS=3: 17)
 #
 # Environment: THREADS (2), REPS (5), P (512), N (128), DEPTH (4096; 0 skips
 # the depth runs), DEPTH_REPS (3), ONLY (a regex: only models whose file name
@@ -25,7 +25,7 @@ DEPTH="${DEPTH:-4096}" DEPTH_REPS="${DEPTH_REPS:-3}" ONLY="${ONLY:-.}"
 
 SMOLLM2="$("$PY" "$ROOT/scripts/default_model.py")"
 MODELS=("$DIR/tinyllama-1.1b-q4_0.gguf" "$DIR/tinyllama-1.1b-q8_0.gguf" "$DIR/tinyllama-1.1b-q4_k_m.gguf"
-        "$DIR/moe-8x-q4_0.gguf" "$SMOLLM2")
+        "$DIR/moe-8x-q4_0.gguf" "$DIR/dense-f16.gguf" "$DIR/dense-bf16.gguf" "$SMOLLM2")
 DEPTH_MODEL="$DIR/tinyllama-1.1b-q4_0.gguf"
 
 RESULTS="$(mktemp)"

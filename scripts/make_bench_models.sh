@@ -9,9 +9,11 @@
 #       22 layers, 32 heads / 4 KV, n_ff 5632, vocab 32000
 #   moe-8x-q4_0.gguf  Mixtral-style MoE: n_embd 1024, 8 layers, 16 heads / 4 KV,
 #       8 experts, top-2, n_ff 2816, vocab 32000
+#   dense-{f16,bf16}.gguf  the MoE's shapes with one FFN (156M parameters),
+#       unquantized: the dense kernels, as HF folders and F16 GGUFs run them
 #
 # Existing files are kept (FORCE=1 remakes them). About a minute per 1.1B
-# model on one core, ~2 GB of memory; 3.4 GB of disk in all.
+# model on one core, ~2 GB of memory; 4 GB of disk in all.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build/bench-models}"
@@ -20,8 +22,9 @@ mkdir -p "$OUT"
 
 TINYLLAMA=(--arch llama --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632
            --vocab tiny --vocab-size 32000 --n-ctx 8192)
-MOE=(--arch llama --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 2816
-     --experts 8 --experts-used 2 --vocab tiny --vocab-size 32000 --n-ctx 8192)
+DENSE=(--arch llama --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 2816
+       --vocab tiny --vocab-size 32000 --n-ctx 8192)
+MOE=("${DENSE[@]}" --experts 8 --experts-used 2)
 
 write() {  # write NAME make_model-options...
   local name="$1"; shift
@@ -61,3 +64,5 @@ write tinyllama-1.1b-q4_0   "${TINYLLAMA[@]}" --type q4_0
 write tinyllama-1.1b-q8_0   "${TINYLLAMA[@]}" --type q8_0
 write tinyllama-1.1b-q4_k_m "${TINYLLAMA[@]}" --type mix-q4_k_m
 write moe-8x-q4_0           "${MOE[@]}" --type q4_0
+write dense-f16             "${DENSE[@]}" --type f16
+write dense-bf16            "${DENSE[@]}" --type bf16
