@@ -16,7 +16,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DIR="${1:-$ROOT/build/bench-models}"
-PY="${PYTHON:-python3}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
 THREADS="${THREADS:-2}" REPS="${REPS:-5}" P="${P:-512}" N="${N:-128}"
 DEPTH="${DEPTH:-4096}" DEPTH_REPS="${DEPTH_REPS:-3}" ONLY="${ONLY:-.}"
 

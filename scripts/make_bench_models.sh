@@ -17,7 +17,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build/bench-models}"
-PY="${PYTHON:-python3}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
 mkdir -p "$OUT"
 
 TINYLLAMA=(--arch llama --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632

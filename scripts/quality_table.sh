@@ -14,7 +14,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build/quality}"
-PY="${PYTHON:-python3}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
 SAMPLES="${SAMPLES:-128}" SEQ_LEN="${SEQ_LEN:-512}" CTX="${CTX:-512}" THREADS="${THREADS:-2}"
 BASALT="$ROOT/build/bin/basalt"
 [[ -x "$BASALT" ]] || { echo "build/bin/basalt is missing: build first" >&2; exit 1; }

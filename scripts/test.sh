@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs what the tests need, builds, and runs the whole test suite.
+# Arguments go to ctest: `scripts/test.sh -L quick` runs the quick set only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
+# Every kernel set this CPU has must run: a test that would skip for a missing
+# ISA fails instead (tests/unit/isa_testing.h). BASALT_ISA=avx2 stands in for a
+# CPU without the sets above it; BASALT_REQUIRE_ISA, if given, wins.
+: "${BASALT_REQUIRE_ISA:=$(./scripts/cpu_isas.sh)}"
+export BASALT_REQUIRE_ISA
+echo "test.sh: kernel sets required: ${BASALT_REQUIRE_ISA} ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs))"
 # The Vulkan tests run on Mesa's lavapipe (installed above): a missing device is a failure here, not a skip.
-BASALT_REQUIRE_GPU=1 ctest --test-dir build --output-on-failure -j "$(nproc)"
+BASALT_REQUIRE_GPU=1 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"

@@ -15,6 +15,7 @@
 #include "cpu/attention.h"
 #include "cpu/ops.h"
 #include "quant/half.h"
+#include "tests/unit/isa_testing.h"
 
 namespace basalt {
 namespace {
@@ -165,19 +166,28 @@ bool all_finite(const std::vector<float>& x) {
   return true;
 }
 
-std::vector<Isa> vector_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::avx2, Isa::avx512}) {
-    if (!cpu_supports(isa)) std::printf("[ note ] %s attention not tested: this CPU lacks it\n", isa_name(isa));
-    else if (!cpu::find_attention_kernels(isa))
-      std::printf("[ note ] no %s attention kernels in this build\n", isa_name(isa));
-    else isas.push_back(isa);
+// The vector kernels, each test once per ISA (AttentionIsa.NAME/ISA): skipped
+// where the CPU lacks it, failed where BASALT_REQUIRE_ISA names it.
+class AttentionIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    NEED_ISA(GetParam());
+    if (!cpu::find_attention_kernels(GetParam())) {
+      if (testutil::isa_required(GetParam())) FAIL() << "no " << isa_name(GetParam()) << " attention kernels in this build";
+      GTEST_SKIP() << "no " << isa_name(GetParam()) << " attention kernels in this build";
+    }
   }
-  return isas;
+};
+INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::avx2, Isa::avx512), testutil::isa_test_name);
+
+TEST(Attention, ScalarRunsTheReference) {
+  const Isa scalar = Isa::scalar;
+  for (KvType type : {KvType::f16, KvType::q8})
+    for (const Case& c : kCases) EXPECT_TRUE(run(c, &scalar, type) == run(c, nullptr, type)) << c.name();
 }
 
-TEST(Attention, EveryVariantMatchesReference) {
-  const std::vector<Isa> isas = vector_isas();
+TEST_P(AttentionIsa, MatchesReference) {
+  const Isa isa = GetParam();
   for (KvType type : {KvType::f16, KvType::q8}) {
     double worst = 0;
     for (const Case& c : kCases) {
@@ -185,9 +195,7 @@ TEST(Attention, EveryVariantMatchesReference) {
       std::vector<float> ref_cache, cache;
       const std::vector<float> ref = run(c, nullptr, type, &ref_cache);
       ASSERT_TRUE(all_finite(ref)) << name;
-      const Isa scalar = Isa::scalar;
-      EXPECT_TRUE(run(c, &scalar, type) == ref) << "BASALT_ISA=scalar runs the reference: " << name;
-      for (Isa isa : isas) {
+      {
         const std::vector<float> got = run(c, &isa, type, &cache);
         EXPECT_TRUE(all_finite(got)) << isa_name(isa) << " " << name;
         const double e = nmse(got, ref);
@@ -196,8 +204,8 @@ TEST(Attention, EveryVariantMatchesReference) {
         EXPECT_TRUE(cache == ref_cache) << isa_name(isa) << " stored other K/V: " << name;
       }
     }
-    std::printf("[ info ] kv %s: worst NMSE against the reference: %.3g (bound %.0e)\n", kv_type_name(type), worst,
-                kMaxNmse);
+    std::printf("[ info ] %s, kv %s: worst NMSE against the reference: %.3g (bound %.0e)\n", isa_name(isa),
+                kv_type_name(type), worst, kMaxNmse);
   }
 }
 
@@ -216,15 +224,14 @@ TEST(Attention, Q8CacheStaysCloseToF16) {
   std::printf("[ info ] q8 cache: worst NMSE against f16: %.3g\n", worst);
 }
 
-// The cases on `threads` threads, every vector variant and cache type against the reference.
-void expect_match_on_threads(int threads, const std::vector<Case>& cases) {
+// The cases on `threads` threads, with isa's kernels and either cache type, against the reference.
+void expect_match_on_threads(Isa isa, int threads, const std::vector<Case>& cases) {
   const int before = thread_count();
   set_thread_count(threads);
   for (const Case& c : cases)
     for (KvType type : {KvType::f16, KvType::q8}) {
       const std::vector<float> ref = run(c, nullptr, type);
-      for (Isa isa : vector_isas())
-        EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse)
+      EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse)
             << threads << " threads, " << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
     }
   set_thread_count(before);
@@ -232,23 +239,21 @@ void expect_match_on_threads(int threads, const std::vector<Case>& cases) {
 
 // Four threads: a decode's key range in 4 pieces, their merge split into
 // tasks of 8 rows (9 rows here: 8 + 1), also where the rows' max moves late.
-TEST(Attention, FourThreadsMatchReference) {
-  expect_match_on_threads(4, {{64, 3, 3, {2048}, {1}}, {64, 2, 4, {3000}, {1}, false, 4.0f, 3.0f}});
+TEST_P(AttentionIsa, FourThreadsMatchReference) {
+  expect_match_on_threads(GetParam(), 4, {{64, 3, 3, {2048}, {1}}, {64, 2, 4, {3000}, {1}, false, 4.0f, 3.0f}});
 }
 
 // One thread: no key range is split, so the pieces' merge is the trivial one.
-TEST(Attention, OneThreadMatchesReference) {
-  expect_match_on_threads(1, {{64, 3, 3, {4099}, {1}}, {128, 1, 8, {4083}, {17}}, {64, 2, 3, {0, 0}, {5, 3}, true}});
+TEST_P(AttentionIsa, OneThreadMatchesReference) {
+  expect_match_on_threads(GetParam(), 1, {{64, 3, 3, {4099}, {1}}, {128, 1, 8, {4083}, {17}}, {64, 2, 3, {0, 0}, {5, 3}, true}});
 }
 
-TEST(Attention, ChunkedPrefillEqualsOneBatch) {
+TEST_P(AttentionIsa, ChunkedPrefillEqualsOneBatch) {
   const Case c{64, 3, 3, {0}, {17}};
   const ModelSpec spec = spec_of(c);
   const Inputs in = make_inputs(c, spec);
   const int64_t n = in.batch.size(), qd = spec.q_dim(), kvd = spec.kv_dim();
-  std::vector<Isa> isas = vector_isas();
-  isas.push_back(Isa::scalar);
-  for (Isa isa : isas)
+  for (Isa isa : {Isa::scalar, GetParam()})
     for (KvType type : {KvType::f16, KvType::q8}) {
     KvCache whole_kv(spec, n, 1, type), chunk_kv(spec, n, 1, type);
     std::vector<float> whole(static_cast<size_t>(n * qd)), chunked(whole.size());
@@ -265,8 +270,9 @@ TEST(Attention, ChunkedPrefillEqualsOneBatch) {
   }
 }
 
-TEST(Attention, VectorExp) {
-  for (Isa isa : vector_isas()) {
+TEST_P(AttentionIsa, VectorExp) {
+  {
+    const Isa isa = GetParam();
     const cpu::AttentionKernels* k = cpu::find_attention_kernels(isa);
     std::vector<float> x;
     for (double v = -110; v <= 88; v += 0.000731) x.push_back(static_cast<float>(v));

@@ -26,6 +26,9 @@ namespace {
 
 constexpr float kMaxRegret = 1.0f;
 constexpr double kMinAgreement = 0.95;
+// Below this lead of its own top logit, basalt's pick may flip between a one-batch
+// run and token-by-token decoding (other summation orders, AMX against AVX-512).
+constexpr float kOwnTie = 0.05f;
 
 TEST(Greedy, MatchesLlamaCppOnSmolLM2) {
   std::ifstream f(test::data_path("greedy/smollm2.json"));
@@ -49,16 +52,23 @@ TEST(Greedy, MatchesLlamaCppOnSmolLM2) {
     Batch b;
     for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, i + 1 >= prompt.size());
     const float* logits = ex.run(b);
+    size_t settled = expected.size();  // steps before basalt's first pick other than llama.cpp's or a near tie of its own
     for (size_t i = 0; i < expected.size(); ++i, ++steps) {
       const float* l = logits + i * V;
       const int32_t choice = static_cast<int32_t>(std::max_element(l, l + V) - l);
+      float second = -INFINITY;
+      for (int64_t v = 0; v < V; ++v)
+        if (v != choice) second = std::max(second, l[v]);
+      if (settled == expected.size() && (choice != expected[i] || l[choice] - second < kOwnTie)) settled = i;
       const float regret = l[choice] - l[expected[i]];
       worst_regret = std::max(worst_regret, regret);
       agree += choice == expected[i];
       EXPECT_LE(regret, kMaxRegret) << "step " << i << ": basalt picks " << choice << ", llama.cpp " << expected[i]
                                     << " (llama.cpp's lead " << margins[i] << ")";
     }
-    // Free-running greedy, for the record.
+    // Free-running greedy (prefill, then one token at a time through the KV
+    // cache) must follow llama.cpp's tokens as long as the teacher-forced run
+    // above picked them with a clear lead.
     Session s(*model, 512, 512);
     GenerateOptions o;
     o.max_tokens = static_cast<int32_t>(expected.size());
@@ -68,7 +78,10 @@ TEST(Greedy, MatchesLlamaCppOnSmolLM2) {
     generate(s, prompt, o, [](std::string_view) { return true; }, &got);
     size_t same = 0;
     while (same < got.size() && same < expected.size() && got[same] == expected[same]) ++same;
-    std::printf("[ info ] free-running: the first %zu of %zu tokens equal llama.cpp's\n", same, expected.size());
+    EXPECT_GE(same, settled) << "free-running output leaves llama.cpp's at step " << same
+                             << " though the one-batch run picked its token there with a clear lead";
+    std::printf("[ info ] free-running: the first %zu of %zu tokens equal llama.cpp's (settled: %zu)\n", same,
+                expected.size(), settled);
   }
   std::printf("[ info ] teacher-forced: %d of %d steps pick llama.cpp's token; largest regret %.3f\n", agree, steps,
               worst_regret);

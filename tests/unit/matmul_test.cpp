@@ -17,6 +17,7 @@
 #include "cpu/work_shares.h"
 #include "quant/half.h"
 #include "quant/qa_layout.h"
+#include "tests/unit/isa_testing.h"
 #include "tests/unit/random_weights.h"
 
 namespace basalt {
@@ -52,7 +53,14 @@ double reference(const Weight& w, const std::vector<float>& x, int64_t n_tok, Qu
   return norm;
 }
 
-TEST(Matmul, EveryVariantMatchesReference) {
+// Each test below runs once per ISA (MatmulIsa.NAME/ISA): skipped where the
+// CPU lacks it, failed where BASALT_REQUIRE_ISA names it.
+class MatmulIsa : public ::testing::TestWithParam<Isa> {};
+INSTANTIATE_TEST_SUITE_P(, MatmulIsa, ::testing::ValuesIn(testutil::kEveryIsa), testutil::isa_test_name);
+
+TEST_P(MatmulIsa, EveryFormatMatchesReference) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
   std::mt19937 rng(42);
   int checked = 0;
   for (const Format& f : kFormats) {
@@ -71,11 +79,7 @@ TEST(Matmul, EveryVariantMatchesReference) {
           QuantizedActs xq;
           std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
           const double ref_norm = reference(w, x, n_tok, xq, ref);
-          for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-            if (!cpu_supports(isa)) {
-              std::printf("[ note ] %s kernels not tested: this CPU lacks them\n", isa_name(isa));
-              continue;
-            }
+          {
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, n_tok, got.data(), rows, 0, rows}, isa);
             const double worst = max_abs_diff(got, ref, ref.size());
@@ -88,15 +92,17 @@ TEST(Matmul, EveryVariantMatchesReference) {
       }
     }
   }
-  EXPECT_GT(checked, 300);
+  EXPECT_GT(checked, 60);
 }
 
 // Dense rows of any length (the kernels' 8-wide steps leave a tail), row
 // counts whose ranges split into 4 or 2 read streams with rows left over,
 // decode (1-3 tokens) and prefill tiles, on 1 and 3 threads, for the whole
 // matrix and for rows [1, rows - 1) only, whose neighbours must stay unwritten.
-TEST(Matmul, DenseOddShapesMatchReference) {
-  if (!cpu_supports(Isa::avx2)) GTEST_SKIP() << "no AVX2: the dense kernels here are the reference";
+TEST_P(MatmulIsa, DenseOddShapesMatchReference) {
+  const Isa isa = GetParam();
+  if (isa == Isa::scalar) GTEST_SKIP() << "the scalar kernels are the reference";
+  NEED_ISA(isa);
   std::mt19937 rng(7);
   const int threads_before = omp_get_max_threads();
   int checked = 0;
@@ -112,8 +118,7 @@ TEST(Matmul, DenseOddShapesMatchReference) {
           QuantizedActs xq;
           std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
           const double bound = 2e-5 * std::max(1.0, reference(w, x, n_tok, xq, ref));
-          for (Isa isa : {Isa::avx2, Isa::avx512}) {
-            if (!cpu_supports(isa) || onednn_wanted(w, n_tok, isa)) continue;
+          if (!onednn_wanted(w, n_tok, isa)) {
             for (int threads : {1, 3}) {
               const std::string what = f.name + std::string(" ") + isa_name(isa) + " rows " + std::to_string(rows) +
                                        " cols " + std::to_string(cols) + " tokens " + std::to_string(n_tok) +
@@ -140,12 +145,14 @@ TEST(Matmul, DenseOddShapesMatchReference) {
       }
     }
   }
-  EXPECT_GT(checked, 100);
+  EXPECT_GT(checked, 50);
 }
 
 // The largest codes against the largest inputs: the kernels' int16 partial
 // sums (AVX2 adds several vpmaddubsw results before widening) must not wrap.
-TEST(Matmul, ExtremeCodesAndInputsStayExact) {
+TEST_P(MatmulIsa, ExtremeCodesAndInputsStayExact) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
   std::mt19937 rng(7);
   const int64_t rows = 33, cols = 512;
   int checked = 0;
@@ -161,8 +168,7 @@ TEST(Matmul, ExtremeCodesAndInputsStayExact) {
         QuantizedActs xq;
         std::vector<float> ref, got(static_cast<size_t>(n_tok * rows));
         const double ref_norm = reference(w, x, n_tok, xq, ref);
-        for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-          if (!cpu_supports(isa)) continue;  // EveryVariantMatchesReference notes the missing ones
+        {
           for (int64_t t : {int64_t{1}, int64_t{3}, n_tok}) {  // decode and prefill paths
             std::fill(got.begin(), got.end(), NAN);
             matmul({&w, x.data(), &xq, t, got.data(), rows, 0, rows}, isa);
@@ -205,7 +211,9 @@ TEST(Matmul, QuantizedMatchesDequantizedFloat) {
 // Stacked matrices (MoE experts) whose row count is not a multiple of the
 // 16-row tile: each expert starts a fresh tile, and each expert's row range
 // computed alone equals the reference.
-TEST(Matmul, StackedExpertsWithPartialTiles) {
+TEST_P(MatmulIsa, StackedExpertsWithPartialTiles) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
   std::mt19937 rng(3);
   const int64_t experts = 3, mat_rows = 20, cols = 256;
   for (int64_t n_tok : {3, 17}) {  // 17: AMX's prefill path where the CPU has it
@@ -224,8 +232,7 @@ TEST(Matmul, StackedExpertsWithPartialTiles) {
         std::vector<float> ref(n_tok * mat_rows), got(ref.size());
         // The same rows in an unstacked weight are the reference.
         kernels::matmul_ref({&flat, x.data(), &xq, n_tok, ref.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows});
-        for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-          if (!cpu_supports(isa)) continue;
+        {
           std::fill(got.begin(), got.end(), NAN);
           matmul({&w, x.data(), &xq, n_tok, got.data(), mat_rows, e * mat_rows, (e + 1) * mat_rows}, isa);
           for (size_t i = 0; i < ref.size(); ++i)
@@ -240,10 +247,7 @@ TEST(Matmul, StackedExpertsWithPartialTiles) {
 // 16s within a run: a long row (large stride) and token counts around those
 // edges, against the scalar reference.
 TEST(Matmul, AmxRunsOfTokensMatchReference) {
-  if (!cpu_supports(Isa::amx)) {
-    std::printf("[ note ] amx kernels not tested: this CPU (or its kernel) lacks them\n");
-    return;
-  }
+  NEED_ISA(Isa::amx);
   std::mt19937 rng(11);
   const int64_t rows = 37, cols = 8192;  // 1 MB of activations is a run of 128 tokens
   for (const Format& f : kFormats) {
@@ -265,7 +269,9 @@ TEST(Matmul, AmxRunsOfTokensMatchReference) {
 
 // Threads share a call's rows and take over each other's (cpu/work_shares.h):
 // whoever computes a row, it must come out with the same bits as on one thread.
-TEST(Matmul, SharedRowsGiveTheBitsOfOneThread) {
+TEST_P(MatmulIsa, SharedRowsGiveTheBitsOfOneThread) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
   std::mt19937 rng(5);
   const int64_t rows = 16 * 37 + 5, cols = 256;
   const int threads_before = omp_get_max_threads();
@@ -279,8 +285,7 @@ TEST(Matmul, SharedRowsGiveTheBitsOfOneThread) {
       for (float& v : x) v = nd(rng);
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-        if (!cpu_supports(isa)) continue;
+      {
         std::vector<float> one(static_cast<size_t>(n_tok * rows)), got(one.size());
         find_matmul_kernel(w, isa)({&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows});
         for (int threads : {2, 3, 5})
@@ -295,8 +300,10 @@ TEST(Matmul, SharedRowsGiveTheBitsOfOneThread) {
       }
     }
   }
-  // 3 and 5 threads on this machine's cores: some thread always finishes first.
-  EXPECT_GT(WorkShares::steals_so_far(), steals_before) << "no thread ever took over another's rows";
+  // 3 and 5 threads on this machine's cores: some thread always finishes first
+  // (the scalar reference kernel keeps its own rows).
+  if (isa != Isa::scalar)
+    EXPECT_GT(WorkShares::steals_so_far(), steals_before) << "no thread ever took over another's rows";
 }
 
 }  // namespace

@@ -13,18 +13,18 @@
 #include "cpu/activations.h"
 #include "cpu/ops.h"
 #include "cpu/rows.h"
+#include "tests/unit/isa_testing.h"
 
 namespace basalt::cpu {
 namespace {
 
-std::vector<Isa> isas_here() {
-  std::vector<Isa> v;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (cpu_supports(isa)) v.push_back(isa);
-    else std::printf("[ note ] %s row kernels not tested: this CPU lacks them\n", isa_name(isa));
-  }
-  return v;
-}
+// Each test once per ISA (RowKernelsIsa.NAME/ISA): skipped where the CPU
+// lacks it, failed where BASALT_REQUIRE_ISA names it.
+class RowKernelsIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { NEED_ISA(GetParam()); }
+};
+INSTANTIATE_TEST_SUITE_P(, RowKernelsIsa, ::testing::Values(Isa::avx2, Isa::avx512), testutil::isa_test_name);
 
 // Values that exercise the rounding: ties (x * id = k + 0.5), zeros, one huge outlier per block, tiny rows.
 std::vector<float> tricky_row(int64_t cols, std::mt19937& rng) {
@@ -50,7 +50,7 @@ std::vector<float> tricky_row(int64_t cols, std::mt19937& rng) {
   return x;
 }
 
-TEST(RowKernels, QuantizeIsBitExactOnEveryIsa) {
+TEST_P(RowKernelsIsa, QuantizeIsBitExact) {
   std::mt19937 rng(7);
   for (int64_t cols : {32, 64, 96, 2048, 5632}) {
     const std::vector<float> x = tricky_row(cols, rng);
@@ -58,7 +58,7 @@ TEST(RowKernels, QuantizeIsBitExactOnEveryIsa) {
     std::vector<float> d_ref(static_cast<size_t>(cols / 32)), d(d_ref.size());
     std::vector<int32_t> s_ref(static_cast<size_t>(cols / 16)), s(s_ref.size());
     kernels::rows_ref.quantize(x.data(), cols, q_ref.data(), d_ref.data(), s_ref.data());
-    for (Isa isa : isas_here()) {
+    for (Isa isa : {GetParam()}) {
       row_kernels(isa).quantize(x.data(), cols, q.data(), d.data(), s.data());
       EXPECT_EQ(q, q_ref) << isa_name(isa) << " cols " << cols;
       EXPECT_EQ(d, d_ref) << isa_name(isa) << " cols " << cols;
@@ -67,7 +67,7 @@ TEST(RowKernels, QuantizeIsBitExactOnEveryIsa) {
   }
 }
 
-TEST(RowKernels, SwigluMatchesReference) {
+TEST_P(RowKernelsIsa, SwigluMatchesReference) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd(0, 4);
   for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 5632}) {
@@ -75,7 +75,7 @@ TEST(RowKernels, SwigluMatchesReference) {
     for (size_t i = 0; i < g.size(); ++i) g[i] = nd(rng), u[i] = nd(rng);
     if (n >= 8) g[0] = -120, g[1] = 120, g[2] = 0, g[3] = -1e-30f, g[4] = 88, g[5] = -88;
     kernels::rows_ref.swiglu(g.data(), u.data(), ref.data(), n);
-    for (Isa isa : isas_here()) {
+    for (Isa isa : {GetParam()}) {
       row_kernels(isa).swiglu(g.data(), u.data(), got.data(), n);
       for (int64_t i = 0; i < n; ++i)
         EXPECT_NEAR(got[i], ref[i], 1e-6f * std::fabs(ref[i]) + 1e-30f) << isa_name(isa) << " n " << n << " i " << i << " g " << g[i];
@@ -83,14 +83,14 @@ TEST(RowKernels, SwigluMatchesReference) {
   }
 }
 
-TEST(RowKernels, SumSquaresMatchesReference) {
+TEST_P(RowKernelsIsa, SumSquaresMatchesReference) {
   std::mt19937 rng(10);
   std::normal_distribution<float> nd(0, 3);
   for (int64_t n : {0, 1, 7, 15, 16, 31, 32, 33, 100, 2048, 5632}) {
     std::vector<float> x(static_cast<size_t>(n));
     for (float& v : x) v = nd(rng);
     const double ref = kernels::rows_ref.sum_squares(x.data(), n);
-    for (Isa isa : isas_here())
+    for (Isa isa : {GetParam()})
       EXPECT_NEAR(row_kernels(isa).sum_squares(x.data(), n), ref, 1e-13 * ref) << isa_name(isa) << " n " << n;
   }
   // Squares beyond float's range (1e40) stay finite and exact in double, in the vector body and the tail.
@@ -98,7 +98,7 @@ TEST(RowKernels, SumSquaresMatchesReference) {
   big[3] = 1e20f, big[36] = -1e20f;
   const double ref = kernels::rows_ref.sum_squares(big.data(), 37);
   EXPECT_NEAR(ref, 2.0 * 1e20f * static_cast<double>(1e20f), 1e26);
-  for (Isa isa : isas_here()) EXPECT_NEAR(row_kernels(isa).sum_squares(big.data(), 37), ref, 1e-15 * ref) << isa_name(isa);
+  for (Isa isa : {GetParam()}) EXPECT_NEAR(row_kernels(isa).sum_squares(big.data(), 37), ref, 1e-15 * ref) << isa_name(isa);
 }
 
 void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* what) {

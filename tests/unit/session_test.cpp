@@ -10,6 +10,7 @@
 #include "core/graph/executor.h"
 #include "core/runtime/session.h"
 #include "cpu/isa.h"
+#include "tests/unit/isa_testing.h"
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
@@ -84,8 +85,8 @@ TEST_F(SessionTest, BatchOfSeveralSequencesEqualsSeparateRuns) {
 TEST_F(SessionTest, GreedyTokensAreTheSameOnEveryIsa) {
   auto m = Model::load(path_);
   std::vector<std::vector<int32_t>> outs;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx}) {
-    if (!cpu_supports(isa)) continue;
+  const std::vector<Isa> isas = testutil::testable_isas();
+  for (Isa isa : isas) {
     set_isa(isa);
     Session s(*m, 64, 32);
     GenerateOptions o;
@@ -99,7 +100,7 @@ TEST_F(SessionTest, GreedyTokensAreTheSameOnEveryIsa) {
     outs.push_back(got);
   }
   set_isa(best_isa());
-  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]) << "ISA " << i;
+  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]) << isa_name(isas[i]) << " against scalar";
 }
 
 TEST_F(SessionTest, ReusesTheCachedPrefix) {

