@@ -27,8 +27,8 @@
 #include <immintrin.h>
 #endif
 
-#include "core/runtime/batch.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/batch.h"
+#include "core/graph/kv_cache.h"
 #include "cpu/isa.h"
 #include "cpu/ops.h"
 

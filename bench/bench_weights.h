@@ -14,7 +14,7 @@
 
 #include "core/gguf/gguf.h"
 #include "quant/convert_gguf.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "quant/weight.h"
 
 namespace basalt::bench {

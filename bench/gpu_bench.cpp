@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench/bench_weights.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #include "cpu/isa.h"
 
 namespace basalt::cpu {
@@ -23,7 +23,7 @@ struct AttentionTile {
   int64_t ldq;
   const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
   int64_t n_tok, group, n_kv, head_dim;
-  // Keys and values in the cache's blocks (core/runtime/kv_cache.h), f16 or
+  // Keys and values in the cache's blocks (core/graph/kv_cache.h), f16 or
   // int8 (kv_type), ld bytes from one block to the next. Element d of KV head
   // h at position p, its block at b = p / kCacheBlock * ld bytes and j = p % kCacheBlock:
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j

@@ -11,6 +11,7 @@
 #include "cpu/matmul.h"
 #include "cpu/moe.h"
 #include "cpu/ops.h"
+#include "cpu/peaks.h"
 
 namespace basalt {
 
@@ -22,6 +23,12 @@ class CpuBackend final : public Backend {
 
   const char* name() const override { return "cpu"; }
   bool supports(const Node&) const override { return true; }
+
+  // The engine's own probe (cpu/peaks.h) on all its threads: 64 MiB, a few ms.
+  double measure_read_gbs() override {
+    const int threads = omp_get_max_threads();
+    return cpu::read_gbs(cpu::make_read_buffer(threads, 64), threads);
+  }
 
   void begin_batch(RunContext& ctx) override {
     quantized_.resize(ctx.graph->tensors.size());
@@ -125,6 +132,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const Model& model) { return std::make_unique<CpuBackend>(model); }
+BackendFactory cpu_backend_factory() {
+  return {"cpu", /*host=*/true,
+          [](const BackendRequest& r, std::string*) -> std::unique_ptr<Backend> { return std::make_unique<CpuBackend>(r.model); }};
+}
 
 }  // namespace basalt

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The CPU backend: runs every op, with the kernels of the selected ISA.
+// The CPU backend: runs every op, with the kernels of the selected ISA. The
+// host backend of every executor.
 #pragma once
 
-#include <memory>
-
-#include "core/graph/backend.h"
+#include "core/backend/registry.h"
 
 namespace basalt {
 
-class Model;
-std::unique_ptr<Backend> make_cpu_backend(const Model& model);
+BackendFactory cpu_backend_factory();
 
 }  // namespace basalt

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "cpu/isa.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 #if BASALT_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>

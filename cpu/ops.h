@@ -4,9 +4,10 @@
 
 #include <cstdint>
 
+#include "core/graph/op_params.h"
 #include "core/model/model_spec.h"
-#include "core/runtime/batch.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/batch.h"
+#include "core/graph/kv_cache.h"
 #include "cpu/activations.h"
 #include "cpu/isa.h"
 
@@ -17,11 +18,6 @@ namespace basalt::cpu {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, QuantizedActs* yq = nullptr);
 
 // Rotates the first rope_dim dims of each head of x: [n][n_head * head_dim], in place.
-struct RopeParams {
-  int64_t n_head, head_dim, rope_dim;
-  float theta_base, freq_scale;
-  RopeStyle style;
-};
 void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p);
 
 // y = silu(gate) * up, element-wise; gate, up, y: [n][d]; y may alias gate.

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #include "gpu/buffer.h"
 #include "gpu/pipeline.h"
 #include "gpu/stream.h"
@@ -115,23 +115,6 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   plan.why += "; GPU reads " + fixed(t.gpu_read_gbs, "GB/s") + ", copies " + fixed(t.link_gbs, "GB/s") + ", syncs in " +
               fixed(t.node_us, "us") + "; CPU reads " + fixed(t.cpu_read_gbs, "GB/s");
   return plan;
-}
-
-double measure_cpu_read_gbs() {
-  constexpr size_t kFloats = size_t{64} << 20 >> 2;  // 64 MiB: past the caches of most machines
-  std::vector<float> buf(kFloats, 1.0f);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    float acc[8] = {};
-    for (size_t i = 0; i < kFloats; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += buf[i + j];
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    volatile float sink = acc[0] + acc[7];
-    (void)sink;
-    best = std::max(best, static_cast<double>(kFloats) * 4 / s / 1e9);
-  }
-  return best;
 }
 
 void measure_device(Device& device, Throughputs& t) {

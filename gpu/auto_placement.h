@@ -11,14 +11,14 @@
 #include "core/graph/graph.h"
 #include "core/graph/offload.h"
 #include "core/model/model_spec.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #include "gpu/device.h"
 
 namespace basalt::gpu {
 
 // The figures the estimate uses (GB/s, microseconds).
 struct Throughputs {
-  double cpu_read_gbs = 20;   // the CPU's memory read bandwidth (measured at startup)
+  double cpu_read_gbs = 20;   // the host's memory read bandwidth (its backend's measure_read_gbs())
   double gpu_read_gbs = 0;    // the device's memory; 0: guessed from its kind
   double link_gbs = 0;        // host -> device copies; 0: guessed from its kind
   double node_us = 60;        // one offloaded node's submit and wait (its input comes from the CPU)
@@ -32,9 +32,6 @@ struct AutoPlan {
 // budget_bytes: what the device may hold (0: 80% of its memory).
 AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& graph, int64_t n_ctx, Throughputs t,
                      uint64_t budget_bytes = 0, KvType kv_type = KvType::f16);
-
-// The CPU's read bandwidth in GB/s, from a short timed read of a buffer larger than the caches (~10 ms).
-double measure_cpu_read_gbs();
 
 // The device's side, measured (tens of ms on a GPU): its read bandwidth
 // (shaders/read_bandwidth.comp over up to 256 MiB), host -> device copies,

@@ -5,11 +5,12 @@
 // With `--gpu all` a whole block runs on the device, with one upload at the
 // start of the batch and one download at its end.
 //
-// The CPU's KV cache stays the record: attention stores the batch's keys and
-// values into the device's copy (same type and layout; kv_store*.comp, rounded as the CPU rounds)
-// and their f32 rows come back with the next submission, when the CPU stores
-// them too. So any node can fall back to the CPU at any time: a GPU error
-// prints one line and the CPU backend runs everything from then on.
+// The host's KV cache stays the record: attention stores the batch's keys and
+// values into the device's copy (same type and layout; kv_store*.comp, rounded
+// as the CPU rounds) and their f32 rows come back with the next submission,
+// when the host's cache gets them too. So the work can move to the host at any
+// time: a GPU error prints one line and throws BackendFailed, and the executor
+// places every node on the host backend and runs the batch again.
 #include "gpu/backend_vulkan.h"
 
 #include <algorithm>
@@ -21,20 +22,17 @@
 #include "core/error.h"
 #include "core/graph/graph.h"
 #include "core/model/model.h"
-#include "core/runtime/kv_cache.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/ops.h"
+#include "core/graph/kv_cache.h"
 #include "gpu/auto_placement.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "gpu/stream.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 
 using gpu::AutoPlan;
 using gpu::choose_auto;
-using gpu::measure_cpu_read_gbs;
 using gpu::Throughputs;
 
 namespace {
@@ -42,9 +40,9 @@ namespace {
 class VulkanBackend final : public Backend {
  public:
   VulkanBackend(std::unique_ptr<gpu::Device> device, const Graph& graph, const ModelSpec& spec, const KvCache& kv,
-                Placement placement, int gpu_layers, int64_t memory_mib, const Model& model)
+                Placement placement, int gpu_layers, int64_t memory_mib)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
-        cpu_(make_cpu_backend(model)), tensors_(graph.tensors.size()) {
+        tensors_(graph.tensors.size()) {
     if (const char* f = std::getenv("BASALT_GPU_FAIL_AFTER")) fail_after_ = std::atoll(f);
     // Weights of the matmuls this backend takes, while the device has room
     // for them (80% of its memory, or less if the user said so), in graph order.
@@ -71,17 +69,19 @@ class VulkanBackend final : public Backend {
         return false;
       }
     };
+    auto upload_vector = [&](const std::vector<float>* v) {
+      if (vectors_.count(v)) return;
+      auto b = std::make_unique<gpu::Buffer>(*dev_, v->size() * 4, gpu::Memory::device, "vector weights");
+      uploader.write(*b, v->data(), v->size() * 4);
+      vectors_.emplace(v, std::move(b));
+    };
     for (const Node& n : graph.nodes) {
       if (!wants(n)) continue;
-      if (n.op == Op::matmul) upload({n.weight});
+      if (n.op == Op::matmul && upload({n.weight}) && n.vec && !n.vec->empty()) upload_vector(n.vec);  // a bias
       if (n.op == Op::moe && n.moe->n_expert <= gpu::kMaxRoutedExperts &&
           upload({n.moe->router, n.moe->gate, n.moe->up, n.moe->down}))
         ++moe_layers_;
-      if (n.op == Op::rms_norm && !vectors_.count(n.vec)) {
-        auto b = std::make_unique<gpu::Buffer>(*dev_, n.vec->size() * 4, gpu::Memory::device, "norm weights");
-        uploader.write(*b, n.vec->data(), n.vec->size() * 4);
-        vectors_.emplace(n.vec, std::move(b));
-      }
+      if (n.op == Op::rms_norm) upload_vector(n.vec);
     }
     uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else
@@ -121,7 +121,7 @@ class VulkanBackend final : public Backend {
   bool supports(const Node& n) const override {
     if (!wants(n)) return false;
     switch (n.op) {
-      case Op::matmul: return matrices_.count(n.weight) > 0;
+      case Op::matmul: return matrices_.count(n.weight) > 0 && (!n.vec || n.vec->empty() || vectors_.count(n.vec) > 0);
       case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with the router, up and down
       case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
       case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
@@ -134,14 +134,18 @@ class VulkanBackend final : public Backend {
   }
 
   void begin_batch(RunContext& ctx) override {
-    if (!failed_) flush(&ctx);  // normally a no-op: the last batch ended with a download
-    cpu_->begin_batch(ctx);
+    if (failed_) throw BackendFailed("the GPU failed earlier");
+    try {
+      flush(&ctx);  // normally a no-op: the last batch ended with a download
+    } catch (const gpu::GpuError& e) {
+      fail(e);
+      throw BackendFailed(std::string("GPU failed: ") + e.what());
+    }
     for (DeviceTensor& t : tensors_) t.on_device = t.host_stale = false;
     batch_uploaded_ = false;
   }
 
   void invalidate(int tensor) override {
-    cpu_->invalidate(tensor);
     DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
     t.on_device = t.host_stale = false;
   }
@@ -160,22 +164,18 @@ class VulkanBackend final : public Backend {
   }
 
   void run(const Node& n, RunContext& ctx) override {
-    if (!failed_) {
-      try {
-        run_on_gpu(n, ctx);
-        cpu_->invalidate(n.out);
-        return;
-      } catch (const gpu::GpuError& e) {
-        // Anything only the device held is gone (a tensor newer there than on the host, keys and values not
-        // yet in the CPU's cache): then the batch must start again on the CPU.
-        bool lost = !pending_kv_.empty();
-        for (const DeviceTensor& t : tensors_) lost = lost || t.host_stale;
-        fail(e);
-        if (lost) throw BackendFailed(std::string("GPU failed: ") + e.what());
-      }
+    if (failed_) throw BackendFailed("the GPU failed earlier");
+    try {
+      run_on_gpu(n, ctx);
+    } catch (const gpu::GpuError& e) {
+      // What only the device held (tensors newer there, keys and values not yet
+      // in the host's cache) is gone: the executor runs the batch again elsewhere.
+      fail(e);
+      throw BackendFailed(std::string("GPU failed: ") + e.what());
     }
-    cpu_->run(n, ctx);
   }
+
+  bool healthy() const override { return !failed_; }
 
   std::string plan() const {
     std::string what;
@@ -277,12 +277,7 @@ class VulkanBackend final : public Backend {
         const gpu::Buffer& y = output(n.out, ctx);
         gpu::matmul(*dev_, s, {&matrices_.at(n.weight), 0, &x, 0, n.weight->cols, &y, 0, width, rows});
         written(n.out);
-        if (n.vec && !n.vec->empty()) {  // a bias (Qwen2's q, k, v): added on the host
-          sync_to_host(n.out, ctx);
-          float* out = ctx.buf(n.out);
-          for (int64_t t = 0; t < rows; ++t) cpu::add(out + t * width, n.vec->data(), out + t * width, width);
-          tensors_[static_cast<size_t>(n.out)].on_device = false;
-        }
+        if (n.vec && !n.vec->empty()) gpu::add(*dev_, s, y, *vectors_.at(n.vec), y, rows * width, width);  // Qwen2's q, k, v bias
         break;
       }
       case Op::rms_norm: {
@@ -294,7 +289,7 @@ class VulkanBackend final : public Backend {
       }
       case Op::rope: {
         const gpu::Buffer& x = input(n.in[0], ctx);
-        const cpu::RopeParams p{width / spec_.head_dim, spec_.head_dim, spec_.rope_dim, spec_.rope_theta,
+        const RopeParams p{width / spec_.head_dim, spec_.head_dim, spec_.rope_dim, spec_.rope_theta,
                                 spec_.rope_freq_scale, spec_.rope_style};
         gpu::rope(*dev_, s, x, 0, batch_tables(ctx), rows, p);
         written(n.out);
@@ -340,7 +335,7 @@ class VulkanBackend final : public Backend {
     const int64_t n = b.size();
     base_.resize(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) base_[t] = static_cast<uint32_t>(b.seq[t] * per_seq_);
-    const cpu::RopeParams p{1, spec_.head_dim, spec_.rope_dim, spec_.rope_theta, spec_.rope_freq_scale, spec_.rope_style};
+    const RopeParams p{1, spec_.head_dim, spec_.rope_dim, spec_.rope_theta, spec_.rope_freq_scale, spec_.rope_style};
     tables_ = spec_.rope_dim >= 2 ? gpu::rope_tables(b.pos.data(), n, p) : std::vector<float>(1);
     ensure(pos_, n * 4, "positions", &ctx);
     ensure(base_buf_, n * 4, "cache offsets", &ctx);
@@ -433,11 +428,10 @@ class VulkanBackend final : public Backend {
   const ModelSpec& spec_;
   Placement placement_;
   int gpu_layers_;
-  std::unique_ptr<Backend> cpu_;  // the fallback
   bool failed_ = false;
   int64_t fail_after_ = -1, nodes_run_ = 0;  // BASALT_GPU_FAIL_AFTER=N: a lost device after N nodes
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
-  std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights
+  std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
   int64_t per_seq_ = 0;                                      // bytes of one sequence's blocks
   uint64_t weight_bytes_ = 0;
@@ -454,8 +448,12 @@ class VulkanBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& model, const KvCache& kv,
-                                             const OffloadOptions& options, std::string* plan) {
+namespace {
+std::unique_ptr<Backend> make_vulkan_backend(const BackendRequest& r, std::string* plan) {
+  const Graph& graph = r.graph;
+  const Model& model = r.model;
+  const KvCache& kv = r.kv;
+  const OffloadOptions& options = r.offload;
   Placement p = parse_placement(options.gpu);
   if (!p.any()) return nullptr;
   std::string why;
@@ -480,7 +478,7 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
     std::unique_ptr<gpu::Device> device = gpu::Device::open(index);
     if (p.auto_pick) {  // both sides measured, then estimated
       Throughputs t;
-      t.cpu_read_gbs = measure_cpu_read_gbs();
+      if (const double host_gbs = r.host ? r.host->measure_read_gbs() : 0; host_gbs > 0) t.cpu_read_gbs = host_gbs;
       gpu::measure_device(*device, t);
       const AutoPlan a = choose_auto(device->info(), model.spec(), graph, kv.n_ctx(), t,
                                      static_cast<uint64_t>(options.memory_mib) << 20, kv.type());
@@ -492,7 +490,7 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
       auto_why = " (auto: " + a.why + ")";
     }
     auto backend = std::make_unique<VulkanBackend>(std::move(device), graph, model.spec(), kv, p, options.gpu_layers,
-                                                   options.memory_mib, model);
+                                                   options.memory_mib);
     *plan = backend->plan() + auto_why;
     if (!backend->offloads_anything()) return nullptr;
     return backend;
@@ -501,5 +499,8 @@ std::unique_ptr<Backend> make_vulkan_backend(const Graph& graph, const Model& mo
     return nullptr;
   }
 }
+}  // namespace
+
+BackendFactory vulkan_backend_factory() { return {"vulkan", /*host=*/false, make_vulkan_backend}; }
 
 }  // namespace basalt

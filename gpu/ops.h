@@ -11,7 +11,8 @@
 
 #include "gpu/buffer.h"
 #include "gpu/device.h"
-#include "cpu/ops.h"
+#include "core/graph/kv_cache.h"
+#include "core/graph/op_params.h"
 #include "gpu/stream.h"
 #include "quant/weight.h"
 
@@ -83,7 +84,7 @@ void moe_combine(Device& device, Stream& stream, const Buffer& ye, const Buffer&
                  int64_t y_offset, int64_t ldy, int64_t n_tok, int64_t d, int64_t n_expert, int64_t k);
 
 // Attention of n_tok query rows of one sequence against its cached keys and
-// values (f16 or q8, the CPU cache's block layout: core/runtime/kv_cache.h): token
+// values (f16 or q8, the CPU cache's block layout: core/graph/kv_cache.h): token
 // t sees positions up to pos[t] (and, with a window, only the last window).
 struct AttentionOp {
   const Buffer* q;  // [n_tok][ldq] floats from q_offset: n_head x head_dim each
@@ -120,16 +121,16 @@ void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
 
 // y[i] = silu(gate[i]) * up[i], i < n; y may be gate.
 void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, const Buffer& y, int64_t n);
-// y[i] = a[i] + b[i], i < n; y may be a.
-void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n);
+// y[i] = a[i] + b[i % b_len], i < n (b_len 0: n; a row's width: a bias on every row); y may be a.
+void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n, int64_t b_len = 0);
 
 // Rows [n][d] from x_offset to y_offset (floats; y may be x): y = x / rms(x) * w (w: d floats).
 void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& w, const Buffer& y,
               int64_t y_offset, int64_t n, int64_t d, float eps);
 // RoPE in place on [n][n_head * head_dim] from x_offset, with the tables of
 // rope_tables() for the n tokens' positions uploaded to `tables`.
-std::vector<float> rope_tables(const int32_t* pos, int64_t n, const cpu::RopeParams& p);
+std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p);
 void rope(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& tables, int64_t n,
-          const cpu::RopeParams& p);
+          const RopeParams& p);
 
 }  // namespace basalt::gpu

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "quant/qa_layout.h"
 
 namespace basalt {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 

@@ -24,11 +24,12 @@
 #include <cstdint>
 #include <string>
 
+#include "quant/qa_encoding.h"
 #include "quant/weight.h"
 
 namespace basalt {
 
-constexpr int kTileRows = 16;
+constexpr int kTileRows = QA_TILE_ROWS;
 
 struct QaLayout {
   int bits;
@@ -38,7 +39,7 @@ struct QaLayout {
   int scale_bytes;       // S, per block of 16 rows
   int quant_chunks;      // Q / 64
 
-  constexpr int quant_bytes() const { return 64 * quant_chunks; }
+  constexpr int quant_bytes() const { return QA_QUANT_CHUNK_BYTES * quant_chunks; }
   constexpr size_t group_bytes() const {
     return static_cast<size_t>(header_bytes) + static_cast<size_t>(blocks_per_group) * (scale_bytes + quant_bytes());
   }
@@ -58,12 +59,14 @@ struct QaLayout {
 // constexpr: the kernels fold a format's offsets into their code.
 constexpr QaLayout qa_layout(int bits, QaScales enc) {
   const int chunks = bits == 8 ? 8 : bits;  // 4 nibble chunks + one per high bit
+  static_assert(QA_QUANT_CHUNK_BYTES == 64);
   switch (enc) {
-    case QaScales::f16_sym: return {bits, enc, 2, 0, 32, chunks};
+    case QaScales::f16_sym: return {bits, enc, QA_F16_GROUP_BLOCKS, 0, QA_SCALE_BYTES_ONE_F16, chunks};
     case QaScales::f16_affine:
-    case QaScales::f16_zero: return {bits, enc, 2, 0, 64, chunks};
+    case QaScales::f16_zero: return {bits, enc, QA_F16_GROUP_BLOCKS, 0, QA_SCALE_BYTES_TWO_F16, chunks};
     case QaScales::kquant:
-    case QaScales::q6k: return {bits, enc, 8, 64, 32, chunks};
+    case QaScales::q6k:
+      return {bits, enc, QA_KQUANT_GROUP_BLOCKS, QA_KQUANT_HEADER_BYTES, QA_SCALE_BYTES_KQUANT, chunks};
   }
   return {bits, enc, 0, 0, 0, 0};  // unreachable: every encoding is above
 }

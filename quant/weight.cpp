@@ -1,39 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "quant/weight.h"
 
-#include <cstdlib>
 #include <cstring>
 
-#if __has_include(<sys/mman.h>)
-#include <sys/mman.h>
-#endif
-
 #include "core/error.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "quant/qa_layout.h"
 
 namespace basalt {
-
-namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-}  // namespace
-
-void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
-
-AlignedBytes aligned_alloc_bytes(size_t n) {
-  // Large buffers (weights, the KV cache) go on 2 MiB pages where the kernel
-  // allows it: decode streams hundreds of MB per token, and 4 KiB pages cost
-  // a page walk every 4 KiB.
-  const size_t align = n >= kHugePage ? kHugePage : 64;
-  const size_t rounded = n == 0 ? 64 : (n + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
-#ifdef MADV_HUGEPAGE
-  if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure is fine
-#endif
-  std::memset(p, 0, rounded);
-  return AlignedBytes(static_cast<uint8_t*>(p));
-}
 
 size_t Weight::total_bytes() const {
   if (format != WeightFormat::qa) return static_cast<size_t>(rows) * row_bytes;

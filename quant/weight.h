@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/util/aligned.h"
+#include "quant/qa_encoding.h"
+
 namespace basalt {
 
 // dense: f32, f16, bf16, row-major. qa: "quantized affine" groups of 32,
@@ -18,20 +21,14 @@ namespace basalt {
 // the source so that no format grows by more than a few percent.
 enum class WeightFormat : uint8_t { f32, f16, bf16, qa };
 
-enum class QaScales : uint8_t {
-  f16_sym,     // per 32: f16 d; w = d * (q - 8) for 4 bits, d * q for signed 8 bits   (Q4_0, Q8_0)
-  f16_affine,  // per 32: f16 d, f16 m; w = d * q + m                                  (Q4_1)
-  kquant,      // per 256: f16 d, f16 dmin; per 32: u8 sc, u8 m; w = d*sc*q - dmin*m   (Q4_K, Q5_K)
-  q6k,         // per 256: f16 d; per 16: i8 sc; w = d*sc*(q - 32)                     (Q6_K)
-  f16_zero,    // per 32: f16 d, f16 z (an integer); w = d * (q - z)                    (GPTQ asym)
+enum class QaScales : uint8_t {  // quant/qa_encoding.h says what each stores
+  f16_sym = QA_SCALES_F16_SYM,        // Q4_0, Q8_0
+  f16_affine = QA_SCALES_F16_AFFINE,  // Q4_1
+  kquant = QA_SCALES_KQUANT,          // Q4_K, Q5_K
+  q6k = QA_SCALES_Q6K,                // Q6_K
+  f16_zero = QA_SCALES_F16_ZERO,      // GPTQ asym
 };
-constexpr int kQaBlock = 32;
-
-struct AlignedFree {
-  void operator()(uint8_t* p) const;
-};
-using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
-AlignedBytes aligned_alloc_bytes(size_t n);  // 64-byte aligned, zeroed
+constexpr int kQaBlock = QA_BLOCK;
 
 // A weight matrix [rows = n_out][cols = n_in]; an expert tensor stacks its
 // experts' matrices (mat_rows rows each).

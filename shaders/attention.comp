@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Attention of query rows against the KV cache in the CPU's block layout
-// (core/runtime/kv_cache.h): per block of 64 positions, keys [KV head][dim][64]
+// (core/graph/kv_cache.h): per block of 64 positions, keys [KV head][dim][64]
 // (transposed) and values [KV head][64][dim], f16, or int8 with Q8 (then the
 // block's scales [KV head][64] follow each; a key's scale multiplies its
 // scores, a value's its column of P after the softmax sum took P). A workgroup takes ROWS query

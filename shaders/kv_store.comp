@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Stores the batch's keys and values (f32 rows [n][kv_dim]) into the device's
 // copy of the KV cache, in the CPU cache's block layout (kv_cache.h), as f16
-// rounded to nearest even exactly as quant/half.h's f32_to_f16 does: the
+// rounded to nearest even exactly as core/util/half.h's f32_to_f16 does: the
 // device's cache and the CPU's hold the same bits. One invocation per
 // (element, token). Offsets in bytes. WORDS16 (devices without 16-bit
 // storage): the caches as 32-bit words, each element written into its half

@@ -3,21 +3,19 @@
 // buffer `w` (uint words) that the including shader declares: a tile
 // interleaves 16 rows ("lanes") in 4-byte units, so 16 invocations reading
 // one lane each read 64 contiguous bytes.
-// Variants (defines): BITS 4, 5, 6 or 8; SCALES 0 sym (d), 1 affine (d, m),
-// 2 zero (d, z), 3 kquant (super-block d, dmin; u8 sc, m), 4 q6k (super-block
-// d; i8 scales per 16 weights).
+// Variants (defines): BITS 4, 5, 6 or 8; SCALES one of the QA_SCALES_*
+// encodings of quant/qa_encoding.h, whose constants this file shares with C++.
+#include "quant/qa_encoding.h"
 
 // Words of a group: a header, then G blocks' scales, then G blocks' quants.
-#if SCALES == 3
-const uint G = 8, HEADER_WORDS = 16, SCALE_WORDS = 8;  // d[16], dmin[16] f16 | sc[16], m[16] u8
-#elif SCALES == 4
-const uint G = 8, HEADER_WORDS = 16, SCALE_WORDS = 8;  // d[16] f16, 32 bytes unused | sc_lo[16], sc_hi[16] i8
-#elif SCALES == 0
-const uint G = 2, HEADER_WORDS = 0, SCALE_WORDS = 8;   // d[16] f16
+#if SCALES == QA_SCALES_KQUANT || SCALES == QA_SCALES_Q6K
+const uint G = QA_KQUANT_GROUP_BLOCKS, HEADER_WORDS = QA_KQUANT_HEADER_BYTES / 4, SCALE_WORDS = QA_SCALE_BYTES_KQUANT / 4;
+#elif SCALES == QA_SCALES_F16_SYM
+const uint G = QA_F16_GROUP_BLOCKS, HEADER_WORDS = 0, SCALE_WORDS = QA_SCALE_BYTES_ONE_F16 / 4;
 #else
-const uint G = 2, HEADER_WORDS = 0, SCALE_WORDS = 16;  // d[16], m[16] or z[16] f16
+const uint G = QA_F16_GROUP_BLOCKS, HEADER_WORDS = 0, SCALE_WORDS = QA_SCALE_BYTES_TWO_F16 / 4;
 #endif
-const uint QUANT_WORDS = BITS * 16;  // 16 lanes x 32 weights x BITS bits / 32
+const uint QUANT_WORDS = BITS * QA_QUANT_CHUNK_BYTES / 4;  // 16 lanes x 32 weights x BITS bits / 32
 const uint GROUP_WORDS = HEADER_WORDS + G * (SCALE_WORDS + QUANT_WORDS);
 
 float f16_at(uint word_base, uint lane) { return unpackHalf2x16(w[word_base + lane / 2])[lane % 2]; }
@@ -27,18 +25,18 @@ float i8_at(uint word_base, uint i) { return float(int(u8_at(word_base, i) << 24
 // The scale and bias of each half of block j of the group at word grp (its
 // scales at word sc) for one lane: weight k = d[k / 16] * q[k] + m[k / 16].
 void qa_scales(uint grp, uint sc, uint lane, out vec2 d, out vec2 m) {
-#if SCALES == 0
+#if SCALES == QA_SCALES_F16_SYM
   const float s = f16_at(sc, lane);
   d = vec2(s);
   m = vec2(BITS == 8 ? 0.0 : -8.0 * s);
-#elif SCALES == 1
+#elif SCALES == QA_SCALES_F16_AFFINE
   d = vec2(f16_at(sc, lane));
   m = vec2(f16_at(sc + 8, lane));
-#elif SCALES == 2
+#elif SCALES == QA_SCALES_F16_ZERO
   const float s = f16_at(sc, lane);
   d = vec2(s);
   m = vec2(-s * f16_at(sc + 8, lane));
-#elif SCALES == 3
+#elif SCALES == QA_SCALES_KQUANT
   d = vec2(f16_at(grp, lane) * float(u8_at(sc, lane)));
   m = vec2(-f16_at(grp + 8, lane) * float(u8_at(sc, 16 + lane)));
 #else

@@ -66,7 +66,7 @@ struct Graph {
 };
 
 class Model;
-// Builds the graph for a model's architecture (core/models/).
+// Builds the graph of the model's architecture with its descriptor's builder (core/models/arch.h).
 Graph build_graph(const Model& m);
 
 }  // namespace basalt

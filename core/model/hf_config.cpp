@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/models/arch.h"
 #include "core/util/json_text.h"
 #include "core/util/mapped_file.h"
 
@@ -13,19 +14,6 @@ namespace basalt {
 namespace {
 
 using nlohmann::json;
-
-struct HfArch {
-  const char* hf_class;  // config.json "architectures"
-  const char* arch;      // the engine's (GGUF) architecture
-  bool attn_bias;
-  bool moe;
-};
-constexpr HfArch kHfArchs[] = {
-    {"LlamaForCausalLM", "llama", false, false},
-    {"MistralForCausalLM", "llama", false, false},
-    {"MixtralForCausalLM", "llama", false, true},
-    {"Qwen2ForCausalLM", "qwen2", true, false},
-};
 
 class Config {
  public:
@@ -66,17 +54,14 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
       !j["architectures"][0].is_string())
     throw Error(where + ": no architectures list");
   const std::string cls = j["architectures"][0].get<std::string>();
-  const HfArch* a = nullptr;
-  std::string supported;
-  for (const HfArch& h : kHfArchs) {
-    if (cls == h.hf_class) a = &h;
-    supported += (supported.empty() ? "" : ", ") + std::string(h.hf_class);
-  }
-  if (!a) throw Error(where + ": architecture " + cls + " is not supported (supported: " + supported + ")");
+  const HfClass* hf_class = nullptr;
+  const ArchDescriptor* a = find_arch_for_hf_class(cls, &hf_class);
+  if (!a)
+    throw Error(where + ": architecture " + cls + " is not supported (supported: " + supported_hf_class_names() + ")");
 
   const Config c(j, where);
   ModelSpec s;
-  s.arch = a->arch;
+  s.arch = a->name;
   s.name = j.contains("_name_or_path") && j["_name_or_path"].is_string() ? j["_name_or_path"].get<std::string>() : cls;
   s.n_vocab = c.need_int("vocab_size");
   s.n_embd = c.need_int("hidden_size");
@@ -92,7 +77,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
   s.rope_style = RopeStyle::neox;
   s.attn_bias = a->attn_bias;
   s.tied_output = c.get_bool("tie_word_embeddings", false);
-  if (a->moe) {
+  if (hf_class->moe) {
     s.n_expert = c.need_int("num_local_experts");
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
@@ -110,7 +95,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
     }
   }
   // Qwen2 configs name a window but switch it off with use_sliding_window.
-  const bool swa = c.get_bool("use_sliding_window", a->arch == std::string("llama"));
+  const bool swa = c.get_bool("use_sliding_window", a->hf_sliding_window);
   const int64_t window = c.get_int("sliding_window", 0);
   if (swa && window > 0 && window < s.n_ctx_train) s.sliding_window = window;
   validate_spec(s, where);

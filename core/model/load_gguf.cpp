@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Loading a GGUF file: every tensor the architecture needs is looked up by its
-// GGUF name, its shape checked against the spec, then converted to an engine format.
+// Loading a GGUF file: every tensor the architecture needs is looked up by the
+// GGUF name its descriptor gives, its shape checked against the spec, then
+// converted to an engine format.
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/models/arch.h"
 #include "core/tokenizer/tokenizer_gguf.h"
 #include "quant/convert_gguf.h"
 
@@ -48,38 +50,41 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
     m->file_types_[ggml_type_name(t.type)]++;
   }
 
+  // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
+  const TensorNames& n = find_arch(s.arch)->gguf;
+  auto w = [](const std::string& pattern, int64_t i = -1) { return tensor_name(pattern, i, -1, ".weight"); };
+  auto b = [](const std::string& pattern, int64_t i) { return tensor_name(pattern, i, -1, ".bias"); };
   TensorLoader L(file);
   const int64_t E = s.n_embd, V = s.n_vocab, Q = s.q_dim(), KV = s.kv_dim(), F = s.n_ff;
-  m->token_embd_ = L.weight("token_embd.weight", {E, V});
-  m->output_norm_ = L.floats("output_norm.weight", E);
-  s.tied_output = !L.has("output.weight");
-  if (!s.tied_output) m->output_ = L.weight("output.weight", {E, V});
+  m->token_embd_ = L.weight(w(n.token_embd), {E, V});
+  m->output_norm_ = L.floats(w(n.output_norm), E);
+  s.tied_output = !L.has(w(n.output));
+  if (!s.tied_output) m->output_ = L.weight(w(n.output), {E, V});
 
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    l.attn_norm = L.floats(p + "attn_norm.weight", E);
-    l.ffn_norm = L.floats(p + "ffn_norm.weight", E);
-    l.wq = L.weight(p + "attn_q.weight", {E, Q});
-    l.wk = L.weight(p + "attn_k.weight", {E, KV});
-    l.wv = L.weight(p + "attn_v.weight", {E, KV});
-    l.wo = L.weight(p + "attn_output.weight", {Q, E});
+    l.attn_norm = L.floats(w(n.attn_norm, i), E);
+    l.ffn_norm = L.floats(w(n.ffn_norm, i), E);
+    l.wq = L.weight(w(n.q, i), {E, Q});
+    l.wk = L.weight(w(n.k, i), {E, KV});
+    l.wv = L.weight(w(n.v, i), {E, KV});
+    l.wo = L.weight(w(n.o, i), {Q, E});
     if (s.attn_bias) {
-      l.bq = L.floats(p + "attn_q.bias", Q);
-      l.bk = L.floats(p + "attn_k.bias", KV);
-      l.bv = L.floats(p + "attn_v.bias", KV);
+      l.bq = L.floats(b(n.q, i), Q);
+      l.bk = L.floats(b(n.k, i), KV);
+      l.bv = L.floats(b(n.v, i), KV);
     }
     if (s.is_moe()) {
       const int64_t X = s.n_expert;
-      l.router = L.weight(p + "ffn_gate_inp.weight", {E, X});
-      l.gate_exps = L.weight(p + "ffn_gate_exps.weight", {E, F, X});
-      l.up_exps = L.weight(p + "ffn_up_exps.weight", {E, F, X});
-      l.down_exps = L.weight(p + "ffn_down_exps.weight", {F, E, X});
+      l.router = L.weight(w(n.router, i), {E, X});
+      l.gate_exps = L.weight(w(n.gate_exps, i), {E, F, X});
+      l.up_exps = L.weight(w(n.up_exps, i), {E, F, X});
+      l.down_exps = L.weight(w(n.down_exps, i), {F, E, X});
     } else {
-      l.w_gate = L.weight(p + "ffn_gate.weight", {E, F});
-      l.w_up = L.weight(p + "ffn_up.weight", {E, F});
-      l.w_down = L.weight(p + "ffn_down.weight", {F, E});
+      l.w_gate = L.weight(w(n.gate, i), {E, F});
+      l.w_up = L.weight(w(n.up, i), {E, F});
+      l.w_down = L.weight(w(n.down, i), {F, E});
     }
   }
   return m;

@@ -9,6 +9,7 @@
 #include "core/model/gptq_config.h"
 #include "core/model/hf_config.h"
 #include "core/model/model.h"
+#include "core/models/arch.h"
 #include "core/tokenizer/tokenizer_hf.h"
 #include "quant/convert_gptq.h"
 #include "quant/convert_safetensors.h"
@@ -110,47 +111,47 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
       m->n_params_ += t->n_elements();
   }
 
+  // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
+  const TensorNames& n = find_arch(s.arch)->hf;
+  auto name = [](const std::string& pattern, int64_t i = -1, int64_t e = -1) { return tensor_name(pattern, i, e); };
   HfTensors L(set, dir, gptq);
   const int64_t E = s.n_embd, V = s.n_vocab, Q = s.q_dim(), KV = s.kv_dim(), F = s.n_ff;
-  m->token_embd_ = L.weight("model.embed_tokens.weight", V, E);
-  m->output_norm_ = L.floats("model.norm.weight", E);
+  m->token_embd_ = L.weight(name(n.token_embd) + ".weight", V, E);
+  m->output_norm_ = L.floats(name(n.output_norm) + ".weight", E);
   // Some tied checkpoints still ship lm_head.weight (a copy): use it when present.
-  s.tied_output = !L.has("lm_head.weight") && !L.has("lm_head.qweight");
-  if (!s.tied_output) m->output_ = L.linear("lm_head", V, E);
+  s.tied_output = !L.has(name(n.output) + ".weight") && !L.has(name(n.output) + ".qweight");
+  if (!s.tied_output) m->output_ = L.linear(name(n.output), V, E);
 
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    l.attn_norm = L.floats(p + "input_layernorm.weight", E);
-    l.ffn_norm = L.floats(p + "post_attention_layernorm.weight", E);
-    l.wq = L.linear(p + "self_attn.q_proj", Q, E, s.attn_bias);
-    l.wk = L.linear(p + "self_attn.k_proj", KV, E, s.attn_bias);
-    l.wv = L.linear(p + "self_attn.v_proj", KV, E, s.attn_bias);
-    l.wo = L.linear(p + "self_attn.o_proj", E, Q);
+    l.attn_norm = L.floats(name(n.attn_norm, i) + ".weight", E);
+    l.ffn_norm = L.floats(name(n.ffn_norm, i) + ".weight", E);
+    l.wq = L.linear(name(n.q, i), Q, E, s.attn_bias);
+    l.wk = L.linear(name(n.k, i), KV, E, s.attn_bias);
+    l.wv = L.linear(name(n.v, i), KV, E, s.attn_bias);
+    l.wo = L.linear(name(n.o, i), E, Q);
     if (s.attn_bias) {
-      l.bq = L.floats(p + "self_attn.q_proj.bias", Q);
-      l.bk = L.floats(p + "self_attn.k_proj.bias", KV);
-      l.bv = L.floats(p + "self_attn.v_proj.bias", KV);
+      l.bq = L.floats(name(n.q, i) + ".bias", Q);
+      l.bk = L.floats(name(n.k, i) + ".bias", KV);
+      l.bv = L.floats(name(n.v, i) + ".bias", KV);
     }
     if (s.is_moe()) {  // each expert's layers read (dense or GPTQ), then stacked; asym GPTQ ones all keep zero points
-      const std::string e = p + "block_sparse_moe.";
       const bool keep_zeros = gptq && !gptq->sym;
-      l.router = L.weight(e + "gate.weight", s.n_expert, E);
-      std::vector<Weight> w1, w3, w2;  // gate, up, down
+      l.router = L.weight(name(n.router, i) + ".weight", s.n_expert, E);
+      std::vector<Weight> gate, up, down;
       for (int64_t x = 0; x < s.n_expert; ++x) {
-        const std::string ex = e + "experts." + std::to_string(x) + ".";
-        w1.push_back(L.linear(ex + "w1", F, E, false, keep_zeros));
-        w3.push_back(L.linear(ex + "w3", F, E, false, keep_zeros));
-        w2.push_back(L.linear(ex + "w2", E, F, false, keep_zeros));
+        gate.push_back(L.linear(name(n.gate_exps, i, x), F, E, false, keep_zeros));
+        up.push_back(L.linear(name(n.up_exps, i, x), F, E, false, keep_zeros));
+        down.push_back(L.linear(name(n.down_exps, i, x), E, F, false, keep_zeros));
       }
-      l.gate_exps = stack_weights(std::move(w1), e + "experts.w1");
-      l.up_exps = stack_weights(std::move(w3), e + "experts.w3");
-      l.down_exps = stack_weights(std::move(w2), e + "experts.w2");
+      l.gate_exps = stack_weights(std::move(gate), name(n.gate_exps, i));
+      l.up_exps = stack_weights(std::move(up), name(n.up_exps, i));
+      l.down_exps = stack_weights(std::move(down), name(n.down_exps, i));
     } else {
-      l.w_gate = L.linear(p + "mlp.gate_proj", F, E);
-      l.w_up = L.linear(p + "mlp.up_proj", F, E);
-      l.w_down = L.linear(p + "mlp.down_proj", E, F);
+      l.w_gate = L.linear(name(n.gate, i), F, E);
+      l.w_up = L.linear(name(n.up, i), F, E);
+      l.w_down = L.linear(name(n.down, i), E, F);
     }
   }
   m->source_ = dir + " (HF safetensors, " + std::to_string(set.n_files()) + (set.n_files() == 1 ? " file" : " files") +

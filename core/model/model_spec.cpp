@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "core/gguf/gguf.h"
-#include "core/model/architectures.h"
+#include "core/models/arch.h"
 
 namespace basalt {
 
@@ -28,7 +28,7 @@ void validate_spec(const ModelSpec& s, const std::string& where) {
 ModelSpec spec_from_gguf(const GgufFile& f) {
   ModelSpec s;
   s.arch = f.get_string("general.architecture").value_or("");
-  const ArchInfo* info = find_arch(s.arch);
+  const ArchDescriptor* info = find_arch(s.arch);
   if (!info) throw Error(f.path() + ": architecture '" + s.arch + "' is not supported (supported: " + supported_arch_names() + ")");
   s.name = f.get_string("general.name").value_or(s.arch);
   const std::string a = s.arch + ".";
@@ -57,11 +57,18 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
   } else if (scaling != "none") {
     throw Error(f.path() + ": RoPE scaling type '" + scaling + "' is not supported (supported: none, linear)");
   }
-  s.rope_style = info->rope_style;
+  s.rope_style = info->gguf_rope;
   s.attn_bias = info->attn_bias;
 
   validate_spec(s, f.path());
   return s;
+}
+
+void ModelSpec::check_context(int64_t n_ctx) const {
+  if (sliding_window > 0 && n_ctx > sliding_window)
+    throw Error("this model attends over a sliding window of " + std::to_string(sliding_window) +
+                " tokens, which basalt does not implement yet: a context of " + std::to_string(n_ctx) +
+                " tokens would give wrong attention; use " + std::to_string(sliding_window) + " tokens or less (-c)");
 }
 
 }  // namespace basalt

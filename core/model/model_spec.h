@@ -25,8 +25,12 @@ struct ModelSpec {
   bool attn_bias = false;    // qwen2: biases on Q, K, V
   bool tied_output = false;  // no output.weight: the token embedding is reused
   // Attention sees only the last sliding_window positions (0: all). Not
-  // implemented: contexts longer than the window are refused (tools/basalt).
+  // implemented: contexts longer than the window are refused (check_context).
   int64_t sliding_window = 0;
+
+  // Error unless the engine runs this model right over n_ctx positions (the
+  // KV cache calls it, so every path that runs the model is covered).
+  void check_context(int64_t n_ctx) const;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

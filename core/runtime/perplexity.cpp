@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/graph/executor.h"
-#include "core/runtime/kv_cache.h"
+#include "core/runtime/executor.h"
+#include "core/graph/kv_cache.h"
 
 namespace basalt {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/model/model.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 
 namespace basalt {
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/graph/executor.h"
+#include "core/runtime/executor.h"
 #include "core/model/model.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #include "core/runtime/sampler.h"
 
 namespace basalt {

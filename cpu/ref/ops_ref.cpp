@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cpu/ops.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt::cpu {
 

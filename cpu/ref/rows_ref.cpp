@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "cpu/rows.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt::cpu::kernels {
 

@@ -72,7 +72,7 @@ const TileConfig& tile_config() {
 // A growing array, 64-byte aligned (whole cache lines for the tile loads),
 // zeroed by a loop of this file: no std::vector<float> member templates here,
 // whose out-of-line copies built with AVX-512 could be the ones the linker
-// keeps for baseline code (see quant/half.h).
+// keeps for baseline code (see core/util/half.h).
 template <typename T>
 struct Buffer {
   struct Free {

@@ -3,7 +3,7 @@
 // in: for decode (up to kPairTokens tokens) tiles from the two halves of the
 // range side by side, two read streams per thread, which this kind of CPU
 // needs to reach its read bandwidth. In an anonymous namespace: each kernel
-// file, compiled with its own ISA flags, gets its own copy (see quant/half.h).
+// file, compiled with its own ISA flags, gets its own copy (see core/util/half.h).
 #pragma once
 
 #include <algorithm>
@@ -30,7 +30,7 @@ inline void collect_spans(const MatmulArgs& a, std::vector<Span>& spans) {
     int lane0;
     const uint8_t* tile = w.tile_of(r, &lane0);
     const int64_t mat_end = (r / w.mat_rows + 1) * w.mat_rows;
-    int64_t n = 16 - lane0;  // no std::min here: see quant/half.h on templates in ISA files
+    int64_t n = 16 - lane0;  // no std::min here: see core/util/half.h on templates in ISA files
     if (a.r1 - r < n) n = a.r1 - r;
     if (mat_end - r < n) n = mat_end - r;
     spans.push_back({tile, r, lane0, static_cast<int>(n)});

@@ -30,10 +30,12 @@ void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up
                   elementwise_groups(n));
 }
 
-void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n) {
+void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const Buffer& y, int64_t n, int64_t b_len) {
   if (n <= 0) return;
-  const uint32_t push = count(n, {&a, &b, &y}, "add");
-  stream.dispatch(device.pipeline({"add", 3, 4, {}}), {in(a), in(b), out(y)}, &push, sizeof push, elementwise_groups(n));
+  if (b_len <= 0) b_len = n;
+  const uint32_t push[2] = {count(n, {&a, &y}, "add"), count(b_len, {&b}, "add")};
+  stream.dispatch(device.pipeline({"add", 3, sizeof push, {}}), {in(a), in(b), out(y)}, push, sizeof push,
+                  elementwise_groups(n));
 }
 
 }  // namespace basalt::gpu

@@ -27,7 +27,7 @@ void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset,
                   {u32(n, "rms_norm: rows"), 1, 1});
 }
 
-std::vector<float> rope_tables(const int32_t* pos, int64_t n, const cpu::RopeParams& p) {
+std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
   std::vector<float> cs(static_cast<size_t>(2 * n * half));
   const float theta_scale = std::pow(p.theta_base, -2.0f / static_cast<float>(p.rope_dim));
@@ -43,7 +43,7 @@ std::vector<float> rope_tables(const int32_t* pos, int64_t n, const cpu::RopePar
 }
 
 void rope(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& tables, int64_t n,
-          const cpu::RopeParams& p) {
+          const RopeParams& p) {
   if (n <= 0 || p.rope_dim < 2) return;
   struct {
     uint32_t n, n_head, head_dim, rope_dim, style, x_offset;

@@ -123,7 +123,7 @@ def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
     """What the engine's KV cache holds of x [n_tok, n_kv, hd]. f16: x (its
     rounding error is far inside every bound); q8 (basalt --kv-type q8): per
     (token, head) int8 with scale max|x| / 127, x * (127 / max|x|) rounded to
-    nearest even, as core/runtime/kv_cache.cpp's quantize_kv_q8."""
+    nearest even, as core/graph/kv_cache.cpp's quantize_kv_q8."""
     if kv_type != "q8":
         return x
     x32 = x.astype(np.float32)

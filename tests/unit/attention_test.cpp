@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/util/threads.h"
 #include "cpu/attention.h"
 #include "cpu/ops.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "tests/unit/isa_testing.h"
 
 namespace basalt {
@@ -304,6 +305,24 @@ TEST_P(AttentionIsa, VectorExp) {
 // Per block of kBlock positions and KV head: keys transposed (what the
 // kernels read as vectors), values as rows, q8 scales after each; every
 // (layer, sequence, position) its own.
+// A sliding-window model (Mistral v0.1) runs right only within its window:
+// every path that runs a model makes a cache, and the cache refuses more.
+TEST(KvCache, RefusesContextsPastASlidingWindow) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = spec.n_head_kv = 1;
+  spec.head_dim = spec.rope_dim = 8;
+  spec.n_embd = 8;
+  spec.sliding_window = 64;
+  EXPECT_NO_THROW(KvCache(spec, 64, 1));
+  try {
+    KvCache(spec, 65, 1);
+    FAIL() << "a context past the window was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding window of 64 tokens"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KvCache, BlocksPerHead) {
   ModelSpec spec;
   spec.n_layer = 2;

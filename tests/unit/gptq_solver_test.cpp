@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "quant/gptq_pack.h"
 #include "quant/gptq_solver.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/model/gptq_config.h"
 #include "quant/convert_gptq.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 namespace {

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "core/graph/executor.h"
+#include "core/runtime/executor.h"
 #include "core/runtime/session.h"
 #include "tests/unit/test_paths.h"
 

@@ -15,7 +15,7 @@
 #include "cpu/matmul.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/work_shares.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "quant/qa_layout.h"
 #include "tests/unit/isa_testing.h"
 #include "tests/unit/random_weights.h"

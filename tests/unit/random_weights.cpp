@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "quant/half.h"
+#include "core/util/half.h"
 #include "quant/qa_layout.h"
 
 namespace basalt::testutil {

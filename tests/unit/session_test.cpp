@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/graph/executor.h"
+#include "core/runtime/executor.h"
 #include "core/runtime/session.h"
 #include "cpu/isa.h"
 #include "tests/unit/isa_testing.h"
@@ -18,15 +18,7 @@ namespace {
 
 class SessionTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    path_ = test::temp_dir("session") + "/tiny.gguf";
-    std::string out;
-    int rc = test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() +
-                                   "/tests/python/make_model.py --vocab tiny --type q8_0 --n-embd 64 --n-ff 128 "
-                                   "--n-head 4 --n-head-kv 2 --n-layer 2 --n-ctx 64 " + path_ + " 2>&1",
-                               &out);
-    ASSERT_EQ(rc, 0) << out;
-  }
+  static void SetUpTestSuite() { path_ = test::make_tiny_model("session"); }
   static std::string path_;
 };
 std::string SessionTest::path_;

@@ -24,6 +24,20 @@ int run_command(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::string make_tiny_model(const std::string& name) {
+  const std::string path = temp_dir(name) + "/tiny.gguf";
+  std::string out;
+  const int rc = run_command(std::string(BASALT_PYTHON) + " " + source_dir() +
+                                 "/tests/python/make_model.py --vocab tiny --type q8_0 --n-embd 64 --n-ff 128 "
+                                 "--n-head 4 --n-head-kv 2 --n-layer 2 --n-ctx 64 " + path + " 2>&1",
+                             &out);
+  if (rc != 0) {
+    ADD_FAILURE() << "make_model.py failed: " << out;
+    return "";
+  }
+  return path;
+}
+
 std::string smollm2_path() {
   static std::string path = [] {
     if (const char* env = std::getenv("BASALT_SMOLLM2")) return std::string(env);

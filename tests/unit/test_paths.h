@@ -16,6 +16,10 @@ std::string smollm2_path();
 std::string gemma3_path();
 // A fresh scratch directory for one test.
 std::string temp_dir(const std::string& name);
+// A 2-layer q8_0 GGUF with the tiny test vocabulary (tests/python/make_model.py),
+// written to a fresh scratch directory named after `name`; fails the calling
+// test (and returns "") if the script fails.
+std::string make_tiny_model(const std::string& name);
 // Runs a shell command; returns its exit code and captures stdout.
 int run_command(const std::string& cmd, std::string* out = nullptr);
 

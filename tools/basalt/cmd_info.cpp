@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 #if defined(BASALT_VULKAN)
 #include "gpu/device.h"
 #endif

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // basalt quantize IN OUT: an HF folder or a GGUF file to a GPTQ checkpoint
-// (quant/gptq_model.h does the work, quant/gptq_checkpoint.h the writing),
+// (quant/gptq/gptq_model.h does the work, quant/gptq/gptq_checkpoint.h the writing),
 // with a progress line and its ETA on stderr.
 #include <chrono>
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/model/gptq_config.h"
 #include "core/util/utf8.h"
-#include "quant/gptq_checkpoint.h"
-#include "quant/gptq_model.h"
+#include "quant/gptq/gptq_checkpoint.h"
+#include "quant/gptq/gptq_model.h"
 #include "tools/basalt/common.h"
 
 namespace basalt::cli {

@@ -116,10 +116,7 @@ std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
 }
 
 int64_t context_size(const ModelOptions& o, const Model& m) {
-  const int64_t window = m.spec().sliding_window;
-  if (window > 0 && o.ctx_size > window)
-    throw Error("this model attends over a sliding window of " + std::to_string(window) +
-                " tokens, which basalt does not implement yet: use -c " + std::to_string(window) + " or less");
+  const int64_t window = m.spec().sliding_window;  // the model refuses more (ModelSpec::check_context)
   const int64_t fallback = std::min<int64_t>(m.spec().n_ctx_train, 4096);
   return o.ctx_size > 0 ? o.ctx_size : (window > 0 ? std::min(window, fallback) : fallback);
 }

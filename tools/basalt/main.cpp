@@ -2,10 +2,12 @@
 // The basalt command: run, chat, info, bench, perplexity, quantize.
 #include <cstdio>
 
+#include "core/engine/builtin_backends.h"
 #include "core/error.h"
 #include "tools/basalt/common.h"
 
 int main(int argc, char** argv) {
+  basalt::register_builtin_backends();
   CLI::App app{"basalt: fast LLM inference on the CPU"};
   app.require_subcommand(1);
   basalt::cli::register_run(app);

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/builtin_backends.h"
 #include "core/error.h"
-#include "core/graph/executor.h"
+#include "core/runtime/executor.h"
 #include "core/model/model.h"
 
 namespace {
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s MODEL OUT.f32 TOKEN_ID...\n", argv[0]);
     return 2;
   }
+  basalt::register_builtin_backends();
   try {
     basalt::LoadOptions load;
     if (const char* q = std::getenv("BASALT_QUANTIZE")) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/model/model.h"
-#include "quant/gptq_model.h"
+#include "quant/gptq/gptq_model.h"
 
 namespace basalt {
 

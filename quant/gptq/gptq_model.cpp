@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "quant/gptq_model.h"
+#include "quant/gptq/gptq_model.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,8 +7,8 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/graph/executor.h"
-#include "core/runtime/kv_cache.h"
+#include "core/runtime/executor.h"
+#include "core/graph/kv_cache.h"
 #include "cpu/matmul.h"
 
 namespace basalt {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "core/graph/profile.h"
+#include "core/runtime/profile.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,12 +7,12 @@
 #include <memory>
 #include <vector>
 
-#include "core/graph/backend.h"
+#include "core/backend/backend.h"
 #include "core/graph/graph.h"
 #include "core/graph/offload.h"
 #include "core/model/model.h"
-#include "core/runtime/batch.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/batch.h"
+#include "core/graph/kv_cache.h"
 #include "quant/weight.h"
 
 namespace basalt {
@@ -42,7 +42,7 @@ class Executor {
 
   int64_t max_batch() const { return max_batch_; }
   const std::string& offload_plan() const { return offload_plan_; }  // "" when nothing was asked
-  bool offloading() const { return backends_.size() > 1; }            // some nodes run on a GPU
+  bool offloading() const { return backends_.size() > 1; }            // some nodes run off the host
   const Graph& graph() const { return graph_; }
 
  private:
@@ -58,7 +58,8 @@ class Executor {
   std::string offload_plan_;
 
   void begin(const Batch& batch);
-  void cpu_only();  // every node on the CPU backend from now on
+  void place();                 // each node on the first backend that supports it
+  void drop_failed_backends();  // the unhealthy ones (never the host), then place() again
   // Backends other than reader copy their newer contents of tensor (all of them: -1) to the host.
   void sync_for(const Backend* reader, int tensor);
   void run_nodes(size_t begin, size_t end);

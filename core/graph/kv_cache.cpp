@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "core/runtime/kv_cache.h"
+#include "core/graph/kv_cache.h"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
-#include "quant/half.h"
+#include "core/util/half.h"
 
 namespace basalt {
 
@@ -32,6 +32,7 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type)
     : n_layer_(spec.n_layer), n_ctx_(n_ctx), kv_dim_(spec.kv_dim()), n_head_kv_(spec.n_head_kv),
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
+  spec.check_context(n_ctx);
   data_ = aligned_alloc_bytes(bytes());
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "quant/gptq_checkpoint.h"
+#include "quant/gptq/gptq_checkpoint.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A backend runs the nodes it supports. The executor asks supports() and
-// hands each node to a backend; the CPU backend supports every node.
+// hands each node to a backend; the host backend (the CPU) supports every node.
+// Backends reach the executor through the registry (core/backend/registry.h).
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,8 @@
 #include "core/error.h"
 #include "core/graph/graph.h"
 #include "core/model/model_spec.h"
-#include "core/runtime/batch.h"
-#include "core/runtime/kv_cache.h"
+#include "core/graph/batch.h"
+#include "core/graph/kv_cache.h"
 
 namespace basalt {
 
@@ -33,8 +34,9 @@ struct RunContext {
   }
 };
 
-// A backend that can no longer run (a lost GPU) in the middle of a batch,
-// holding data nobody else has: the executor runs the batch again on the CPU.
+// A backend that can no longer run (a lost GPU), perhaps in the middle of a
+// batch and holding data nobody else has: the executor drops it, places its
+// nodes on the others and runs the batch again.
 class BackendFailed : public Error {
  public:
   using Error::Error;
@@ -53,6 +55,11 @@ class Backend {
   // Someone else is about to read the tensor from RunContext::buf: if this
   // backend holds its newest contents elsewhere (a GPU), it copies them there now.
   virtual void sync_to_host(int tensor, RunContext& ctx) {}
+  // False once the backend has failed (after it threw BackendFailed).
+  virtual bool healthy() const { return true; }
+  // The memory read bandwidth its kernels see, in GB/s, measured now (a few
+  // ms); 0 when unknown. What --gpu auto weighs the host against.
+  virtual double measure_read_gbs() { return 0; }
 };
 
 }  // namespace basalt

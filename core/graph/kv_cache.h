@@ -60,7 +60,7 @@ class KvCache {
   int64_t scales_offset() const { return kv_dim_ * kBlock; }
 
   // Stores the key and value of (layer, seq, pos), [kv_dim] f32 each, rounded
-  // to the cache's type (f16: to nearest even, as quant/half.h).
+  // to the cache's type (f16: to nearest even, as core/util/half.h).
   void store(int64_t layer, int seq, int64_t pos, const float* key, const float* value);
   // Element i of the key and of the value at (layer, seq, pos), as stored (f16 or scale * int8).
   float key(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(0, layer, seq, pos, i); }

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "core/graph/executor.h"
+#include "core/runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "core/backend/registry.h"
 #include "core/error.h"
-#include "core/graph/profile.h"
-#include "cpu/backend_cpu.h"
-#if defined(BASALT_VULKAN)
-#include "gpu/backend_vulkan.h"
-#endif
+#include "core/runtime/profile.h"
 
 namespace basalt {
 
@@ -21,14 +19,32 @@ Executor::Executor(const Model& model, KvCache& kv, int64_t max_batch, const Off
   ctx_.spec = &model_.spec();
   ctx_.kv = &kv_;
   for (auto& b : buffers_) ctx_.buffers.push_back(reinterpret_cast<float*>(b.get()));
-  // A GPU backend first, where one was asked for and works: it takes the nodes it supports.
-#if defined(BASALT_VULKAN)
-  if (auto gpu = make_vulkan_backend(graph_, model_, kv_, offload, &offload_plan_)) backends_.push_back(std::move(gpu));
-#else
-  if (parse_placement(offload.gpu).any()) offload_plan_ = "this build has no Vulkan backend; running on the CPU";
-#endif
-  backends_.push_back(make_cpu_backend(model_));
-  // Placement: the first backend that supports a node.
+  // The host backend (it runs every op) last; offload backends before it, in
+  // the registry's order, where one was asked for and works.
+  const std::vector<BackendFactory> factories = registered_backends();
+  auto host = std::find_if(factories.begin(), factories.end(), [](const BackendFactory& f) { return f.host; });
+  if (host == factories.end())
+    throw Error("no host backend registered: call register_builtin_backends() (core/engine/builtin_backends.h) first");
+  BackendRequest request{graph_, model_, kv_, offload, nullptr};
+  std::string unused;
+  std::unique_ptr<Backend> host_backend = host->make(request, &unused);
+  request.host = host_backend.get();
+  bool offload_registered = false;
+  for (const BackendFactory& f : factories) {
+    if (f.host) continue;
+    offload_registered = true;
+    std::string plan;
+    if (auto b = f.make(request, &plan)) backends_.push_back(std::move(b));
+    if (!plan.empty()) offload_plan_ += (offload_plan_.empty() ? "" : "; ") + plan;
+  }
+  if (!offload_registered && parse_placement(offload.gpu).any())
+    offload_plan_ = "this build has no GPU backend; running on the CPU";
+  backends_.push_back(std::move(host_backend));
+  place();
+}
+
+void Executor::place() {
+  placement_.clear();
   for (const Node& n : graph_.nodes) {
     Backend* chosen = nullptr;
     for (auto& b : backends_)
@@ -83,24 +99,25 @@ void Executor::run_nodes(size_t begin, size_t end) {
 }
 
 const float* Executor::run(const Batch& batch) {
-  begin(batch);
   try {
+    begin(batch);
     run_nodes(0, graph_.nodes.size());
     sync_for(nullptr, graph_.logits);
   } catch (const BackendFailed&) {
-    // The GPU is gone mid-batch: the whole batch again, on the CPU. Its cache
-    // writes are idempotent (same positions, same values).
-    cpu_only();
+    // A backend is gone, perhaps mid-batch: without it, the whole batch again.
+    // The cache writes are idempotent (same positions, same values).
+    drop_failed_backends();
     begin(batch);
     run_nodes(0, graph_.nodes.size());
+    sync_for(nullptr, graph_.logits);
   }
   return ctx_.buf(graph_.logits);
 }
 
-void Executor::cpu_only() {
-  Backend* cpu = backends_.back().get();  // the CPU backend, which runs every op
-  for (Backend*& b : placement_) b = cpu;
-  backends_.erase(backends_.begin(), backends_.end() - 1);
+void Executor::drop_failed_backends() {
+  const Backend* host = backends_.back().get();
+  std::erase_if(backends_, [&](const std::unique_ptr<Backend>& b) { return b.get() != host && !b->healthy(); });
+  place();
 }
 
 void Executor::sync_for(const Backend* reader, int tensor) {

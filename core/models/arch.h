@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+// One model architecture, described in one place (core/models/<name>.cpp):
+// its names in GGUF files and HF folders, what differs in its hyper-parameters,
+// and its graph builder. The loaders read tensor names from it and the
+// executor builds its graph through it. Adding an architecture is one such
+// file (most of it shared helpers, core/models/blocks.h) and one line in the
+// table of core/models/architectures.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph/graph.h"
+#include "core/model/model_spec.h"
+
+namespace basalt {
+
+class Model;
+
+// Where a model's tensors live in one file format, without the ".weight"
+// (".bias", ".qweight", ...) suffix; "{i}" stands for the block, "{e}" for
+// the expert. Empty: the format has no such tensor for this architecture.
+struct TensorNames {
+  std::string token_embd, output_norm, output;
+  std::string attn_norm, ffn_norm;
+  std::string q, k, v, o;                      // attention's linear layers (with .bias where attn_bias)
+  std::string gate, up, down;                  // the dense FFN
+  std::string router, gate_exps, up_exps, down_exps;  // MoE: GGUF stacks the experts, HF has one tensor per {e}
+};
+
+// An HF config.json "architectures" class this architecture reads.
+struct HfClass {
+  const char* name;
+  bool moe = false;  // Mixtral: num_local_experts, num_experts_per_tok
+};
+
+struct ArchDescriptor {
+  const char* name;  // GGUF general.architecture, and ModelSpec::arch
+  std::vector<HfClass> hf_classes;
+  RopeStyle gguf_rope;        // GGUF files (HF checkpoints rotate halves: neox)
+  bool attn_bias;             // Q, K, V biases
+  bool hf_sliding_window;     // whether config.json's sliding_window applies unless use_sliding_window says no
+  TensorNames gguf, hf;
+  Graph (*build_graph)(const Model& m);
+};
+
+// The table; nullptr for an unknown name or class.
+const std::vector<const ArchDescriptor*>& architectures();
+const ArchDescriptor* find_arch(const std::string& gguf_name);
+const ArchDescriptor* find_arch_for_hf_class(const std::string& hf_class, const HfClass** cls);
+std::string supported_arch_names();       // "llama, mistral, qwen2"
+std::string supported_hf_class_names();   // "LlamaForCausalLM, ..."
+
+// pattern with {i} = layer and {e} = expert (a stacked tensor's name, e < 0:
+// ".{e}" dropped), then suffix: tensor_name("blk.{i}.attn_q", 3, -1, ".weight").
+std::string tensor_name(const std::string& pattern, int64_t layer, int64_t expert = -1, const std::string& suffix = "");
+
+}  // namespace basalt

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+#include "core/models/blocks.h"
+
+namespace basalt {
+
+DecoderTensors add_decoder_tensors(Graph& g, const ModelSpec& s) {
+  DecoderTensors t;
+  t.x = g.add_tensor("x", s.n_embd);
+  t.h = g.add_tensor("h", s.n_embd);
+  t.q = g.add_tensor("q", s.q_dim());
+  t.k = g.add_tensor("k", s.kv_dim());
+  t.v = g.add_tensor("v", s.kv_dim());
+  t.att = g.add_tensor("attn", s.q_dim());
+  t.o = g.add_tensor("o", s.n_embd);
+  t.gate = g.add_tensor("gate", s.n_ff);
+  t.up = g.add_tensor("up", s.n_ff);
+  t.x_out = g.add_tensor("x_out", s.n_embd, true);
+  t.h_out = g.add_tensor("h_out", s.n_embd, true);
+  t.logits = g.add_tensor("logits", s.n_vocab, true);
+  g.tokens_out = t.x;
+  g.logits = t.logits;
+  return t;
+}
+
+void build_embedding(Graph& g, const Model& m, const DecoderTensors& t) { g.add(Op::embed, t.x, {}).weight = &m.token_embd(); }
+
+void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t) {
+  Node& norm = g.add(Op::rms_norm, t.h, {t.x});
+  norm.vec = &l.attn_norm, norm.eps = s.rms_eps;
+  g.add(Op::matmul, t.q, {t.h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
+  g.add(Op::matmul, t.k, {t.h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
+  g.add(Op::matmul, t.v, {t.h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
+  g.add(Op::rope, t.q, {t.q});
+  g.add(Op::rope, t.k, {t.k});
+  g.add(Op::attention, t.att, {t.q, t.k, t.v});
+  g.add(Op::matmul, t.o, {t.att}).weight = &l.wo;
+  g.add(Op::add, t.x, {t.x, t.o});
+}
+
+void build_ffn(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t) {
+  Node& norm = g.add(Op::rms_norm, t.h, {t.x});
+  norm.vec = &l.ffn_norm, norm.eps = s.rms_eps;
+  if (s.is_moe()) {
+    g.moe.push_back({&l.router, &l.gate_exps, &l.up_exps, &l.down_exps, s.n_expert, s.n_expert_used, s.n_ff});
+    g.add(Op::moe, t.o, {t.h}).moe = &g.moe.back();
+  } else {
+    g.add(Op::matmul, t.gate, {t.h}).weight = &l.w_gate;
+    g.add(Op::matmul, t.up, {t.h}).weight = &l.w_up;
+    g.add(Op::swiglu, t.gate, {t.gate, t.up});
+    g.add(Op::matmul, t.o, {t.gate}).weight = &l.w_down;
+  }
+  g.add(Op::add, t.x, {t.x, t.o});
+}
+
+void build_output(Graph& g, const Model& m, const DecoderTensors& t) {
+  g.current_layer = -1;
+  g.add(Op::gather_out, t.x_out, {t.x});
+  Node& norm = g.add(Op::rms_norm, t.h_out, {t.x_out});
+  norm.vec = &m.output_norm(), norm.eps = m.spec().rms_eps;
+  g.add(Op::matmul, t.logits, {t.h_out}).weight = &m.output();
+}
+
+Graph build_llama_graph(const Model& m) {
+  const ModelSpec& s = m.spec();
+  Graph g;
+  g.moe.reserve(static_cast<size_t>(s.n_layer));  // nodes point into it
+  const DecoderTensors t = add_decoder_tensors(g, s);
+  build_embedding(g, m, t);
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    g.current_layer = static_cast<int>(i);
+    build_attention(g, s, m.layer(i), t);
+    build_ffn(g, s, m.layer(i), t);
+  }
+  build_output(g, m, t);
+  return g;
+}
+
+}  // namespace basalt
