@@ -7,14 +7,9 @@
 // 4096 reads 4.2 MB per layer. GFLOP/s counts QK and PV (4 x heads x
 // head_dim x keys per token). The /cold rows evict the cache's blocks before
 // each call, as the weights streamed between two tokens do in a model.
-// Measured 2026-12-02, 2 threads, AVX-512: 1.1B d:4096 t:1 147-161 us warm,
-// 189-192 cold (earlier that day, with a libm expf per row and block, 4
-// pieces per thread and an L1 prefetch: 195-204 warm; 212 on 2026-11-30; 425-432
-// before keys were stored transposed and prefetched); t:512 68-69 ms (76-77
-// before); 7B d:4096 t:1 1.34-1.37 ms (1.46-1.53).
-// The scores and P V are FMA-bound (2 x 2048 FMAs per block of 64 keys and
-// KV head for 8 query rows, each K and V vector converted from f16 once);
-// cold, the read of the cache adds ~40 us.
+// Its figures: docs/PERFORMANCE.md. The scores and P V are FMA-bound (2 x 2048
+// FMAs per block of 64 keys and KV head for 8 query rows, each K and V vector
+// converted from f16 once); cold, the read of the cache adds to that.
 //
 //   build/bin/basalt_attention_bench --benchmark_filter='1.1b/avx512/f16/d:4096/t:1'
 #include <benchmark/benchmark.h>

@@ -20,10 +20,8 @@ constexpr int64_t kTileRows = 32;        // query rows per tile and KV head: tok
 constexpr int64_t kPieceHeadDims = 512;  // KV heads of one piece: up to this many values of each cached row
 // Split key ranges until there are this many pieces per thread... Each piece
 // starts with its first block's read exposed, and the threads reach attention
-// together (after a matmul's barrier): decode at depth 4096 (1.1B, 2 threads,
-// cold cache, basalt_attention_bench) took 185-192 us with 1 piece per
-// thread, 194-202 with 2, 221-231 with 4; in the model, 4 alternating rounds
-// of tg32 at depth 4096 gave 37.6-38.8 t/s with 1 against 36.0-38.1 with 2.
+// together (after a matmul's barrier): one piece per thread measured fastest
+// (docs/PERFORMANCE.md, attention).
 constexpr int64_t kPiecesPerThread = 1;
 constexpr int64_t kMinPieceKeys = 256;   // ...of at least this many keys
 constexpr int64_t kKeyAlign = kCacheBlock;  // key ranges start at a block of the cache's keys

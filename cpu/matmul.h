@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // y = x W^T for every engine weight format: the one entry point for linear
-// layers on the CPU. Kernels are registered per (format, ISA) in kernels.cpp.
+// layers on the CPU. Kernels are found per (format, ISA) by find_matmul_kernel (cpu/matmul.cpp).
 #pragma once
 
 #include <cstdint>

@@ -13,9 +13,8 @@
 namespace basalt {
 
 // From how many tokens oneDNN beats the hand kernels, per dense format
-// (bench/matmul_bench.cpp with BASALT_ONEDNN=0 and 1, 1.1B shapes, 2 threads):
-// f32 and bf16 are 2x faster at 8 tokens already; f16 pays for widening its
-// panels and loses at 16 tokens (1.2x slower), wins at 64 (2.4-3x).
+// (bench/matmul_bench.cpp with BASALT_ONEDNN=0 and 1; figures in
+// docs/PERFORMANCE.md): f16 pays for widening its panels, so it starts later.
 inline int64_t onednn_min_tokens(WeightFormat f) { return f == WeightFormat::f16 ? 32 : 8; }
 
 // Built with oneDNN, and not turned off with BASALT_ONEDNN=0.

@@ -3,8 +3,9 @@
 // rows' tiles or tile pairs) and takes them from the front, so its read
 // streams run on without a restart; a thread that has run out takes the back
 // half of what another has left. A static split left one thread idle for
-// about 5% of a decode matmul: memory bandwidth is not shared evenly between
-// cores from one moment to the next, and which core falls behind is random.
+// part of each decode matmul (docs/PERFORMANCE.md): memory bandwidth is not
+// shared evenly between cores from one moment to the next, and which core
+// falls behind is random.
 #pragma once
 
 #include <atomic>

@@ -231,8 +231,8 @@ std::unique_ptr<Device> Device::open(int index) {
   d->physical_ = devs[static_cast<size_t>(index)];
   d->info_ = read_info(d->physical_, index);
   if (!d->info_.usable()) throw GpuError("Vulkan device " + d->info_.describe());
-  // A quirk of CPU implementations: they emulate f16 arithmetic (lavapipe ran
-  // the f16 GEMM at 0.55-0.7x the f32 one), so it is off unless asked for.
+  // A quirk of CPU implementations: they emulate f16 arithmetic (slower than
+  // f32 on lavapipe: docs/PERFORMANCE.md), so it is off unless asked for.
   if (d->info_.software()) d->allowed_.float16 = false;
   // A list turns off what it names and allows the rest (f16 arithmetic too: asked for); "0" changes nothing.
   const char* portable = std::getenv("BASALT_GPU_PORTABLE");

@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kMaxTok = 6;     // tokens per pass over a tile (prefill): 6 accumulators + 8 unpacked vectors
 constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pass (read streams)
-constexpr int kDecodeStreams = 2;  // 4 measured the same (basalt_matmul_bench, 1.1B shapes)
+constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
@@ -61,8 +61,8 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
       const int64_t b = g * G + j;
       // Each block prefetches its share of the group's cache lines: a burst of all of
       // them at the group's start fills the line-fill buffers and stalls the compute
-      // behind it (a K-quant group is 37-53 lines per tile; Q6_K decode 8-13% faster
-      // spread). A fixed count per block keeps the loop branch-free.
+      // behind it (a K-quant group is 37-53 lines per tile; docs/PERFORMANCE.md).
+      // A fixed count per block keeps the loop branch-free.
       for (int u = 0; u < NTILE; ++u)
         for (int line = 0; line < kLinesPerBlock; ++line)
           _mm_prefetch(reinterpret_cast<const char*>(grp[u] + kPrefetchBytes + 64 * (j * kLinesPerBlock + line)),

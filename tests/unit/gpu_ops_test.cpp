@@ -558,6 +558,9 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
 
 #else
 
-TEST(GpuDevice, BuiltWithoutVulkan) { GTEST_SKIP() << "this build has no Vulkan backend (BASALT_VULKAN off)"; }
+TEST(GpuDevice, BuiltWithoutVulkan) {
+  if (std::getenv("BASALT_REQUIRE_GPU")) FAIL() << "BASALT_REQUIRE_GPU is set, but this build has no Vulkan backend";
+  GTEST_SKIP() << "this build has no Vulkan backend (BASALT_VULKAN off)";
+}
 
 #endif

@@ -302,8 +302,9 @@ TEST_P(MatmulIsa, SharedRowsGiveTheBitsOfOneThread) {
   }
   // 3 and 5 threads on this machine's cores: some thread always finishes first
   // (the scalar reference kernel keeps its own rows).
-  if (isa != Isa::scalar)
+  if (isa != Isa::scalar) {
     EXPECT_GT(WorkShares::steals_so_far(), steals_before) << "no thread ever took over another's rows";
+  }
 }
 
 }  // namespace
