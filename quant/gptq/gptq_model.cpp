@@ -116,6 +116,10 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
       if (!w->input_perm.empty() || w->scales == QaScales::f16_zero) throw Error("quantize: the model is GPTQ-quantized already");
   }
   if (o.gptq && windows.empty()) throw Error("quantize: GPTQ needs calibration windows");
+  // The engine's qa blocks hold 32 inputs: a group is whole blocks.
+  if (o.layer.group_size != -1 && (o.layer.group_size < 32 || o.layer.group_size % 32))
+    throw Error("quantize: group size " + std::to_string(o.layer.group_size) +
+                " is not a multiple of 32, nor -1 (one group per row)");
   auto report = [&](int64_t layer, const char* stage, double fraction) {
     if (progress) progress({layer, s.n_layer, stage, fraction});
   };

@@ -71,8 +71,6 @@ void run_quantize(const QuantizeOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(o.out, ec)) throw Error(o.out + " exists already: give a new folder (nothing is overwritten)");
-  if (o.group_size != -1 && (o.group_size < 32 || o.group_size % 32))
-    throw Error("--group-size must be a multiple of 32, or -1 (one group per row)");
   if (o.method == "rtn" && o.act_order) throw Error("--act-order orders GPTQ's columns: it needs --method gptq");
   if (o.method == "gptq" && o.calib.empty()) throw Error("--method gptq needs calibration text: --calib FILE");
   if (fs::is_directory(o.model.model, ec) && read_gptq_config(o.model.model))
