@@ -14,7 +14,8 @@ namespace basalt::tokenizer_detail {
 // ---- pre-tokenizer names ----------------------------------------------------
 
 namespace {
-// tokenizer.ggml.pre -> split rules, following llama.cpp's llama_vocab::impl::load.
+// tokenizer.ggml.pre -> split rules, following llama.cpp's llama_vocab::impl::load:
+// hand-written splitters for the common families (faster), regexes for the rest.
 constexpr BpePre kBpePres[] = {
     {"default", BpeSplit::default_bpe, false, false},
     {"gpt2", BpeSplit::gpt2, false, false},
@@ -41,6 +42,29 @@ constexpr BpePre kBpePres[] = {
     {"deepseek-r1-qwen", BpeSplit::qwen2, false, false},
     {"stablelm2", BpeSplit::qwen2, false, false},
     {"megrez", BpeSplit::qwen2, false, false},
+    {"a.x-4.0", BpeSplit::gpt2, false, false},
+    {"exaone4", BpeSplit::gpt2, false, false},
+    {"gigachat", BpeSplit::gpt2, false, false},
+    {"mellum", BpeSplit::gpt2, false, false},
+    {"trillion", BpeSplit::gpt2, false, false},
+    // The rest as data: llama.cpp's split regexes for each name, run by PCRE2.
+    {"deepseek-llm", BpeSplit::regex, false, false, {"[\r\n]", "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+", "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", "[一-龥ࠀ-一가-퟿]+", "\\p{N}+"}},
+    {"deepseek-coder", BpeSplit::regex, false, false, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"}},
+    {"deepseek-v3", BpeSplit::regex, false, false, {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
+    {"falcon", BpeSplit::regex, false, false, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", "[0-9][0-9][0-9]"}},
+    {"gpt-4o", BpeSplit::regex, false, false, {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"tekken", BpeSplit::regex, true, true, {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"chatglm-bpe", BpeSplit::regex, false, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"glm4", BpeSplit::regex, true, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"viking", BpeSplit::regex, false, false, {" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"}},
+    {"bloom", BpeSplit::regex, false, false, {" ?[^(\\s|.,!?…。，、।۔،)]+"}},
+    {"poro-chat", BpeSplit::regex, false, false, {" ?[^(\\s|.,!?…。，、।۔،)]+"}},
+    {"gpt3-finnish", BpeSplit::regex, false, false, {" ?[^(\\s|.,!?…。，、।۔،)]+"}},
+    {"seed-coder", BpeSplit::regex, false, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"bailingmoe", BpeSplit::regex, false, false, {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
+    {"bailingmoe2", BpeSplit::regex, false, false, {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
+    {"qwen35", BpeSplit::regex, false, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"jais-2", BpeSplit::regex, false, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"}},
 };
 }  // namespace
 
@@ -227,6 +251,7 @@ void bpe_split_words(BpeSplit split, std::string_view text, std::vector<std::str
     case BpeSplit::qwen2:
       s.cut([&](uint32_t pos, uint32_t end) { return s.llama3_piece(pos, end, 1); });
       break;
+    case BpeSplit::regex: throw Error("internal: regex pre-tokenizers split through RegexSplitter");
     case BpeSplit::default_bpe: {
       // [\p{P}\$\+<=>\^~\|]+
       auto punct = [&](uint32_t i) {
@@ -283,6 +308,12 @@ std::string bytes_to_chars(std::string_view raw) {
 
 BpeEncoder::BpeEncoder(const TokenizerData& data, const TokenMap& tokens, const BpePre& pre)
     : pre_(pre), tokens_(tokens), n_vocab_(static_cast<int32_t>(data.tokens.size())) {
+  if (pre.split == BpeSplit::regex) {
+    std::vector<std::string> regexes;
+    for (const char* re : pre.regexes)
+      if (re) regexes.emplace_back(re);
+    regex_ = std::make_shared<const RegexSplitter>(regexes);
+  }
   bytes_of_char_.assign(256 + 256, -1);
   for (int b = 0; b < 256; ++b) {
     bytes_of_char_[byte_to_char(static_cast<uint8_t>(b))] = b;
@@ -344,7 +375,8 @@ std::string BpeEncoder::token_bytes(std::string_view token_text) const {
 
 void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
   std::vector<std::string_view> words;
-  bpe_split_words(pre_.split, text, words);
+  if (regex_) regex_->split(text, words);
+  else bpe_split_words(pre_.split, text, words);
   for (std::string_view w : words) encode_word(w, out);
 }
 

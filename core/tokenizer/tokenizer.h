@@ -15,6 +15,9 @@ namespace basalt {
 struct TokenizerData {
   std::string model;  // "gpt2" (byte-level BPE) or "llama" (SentencePiece)
   std::string pre;    // pre-tokenizer name: "default", "llama-bpe", "qwen2", "smollm", ...
+  // Where no name fits (a tokenizer.json pre_tokenizer of Split, Digits and
+  // ByteLevel steps): its split regexes in order, run as they are; pre is "".
+  std::vector<std::string> pre_regexes;
   std::vector<std::string> tokens;
   std::vector<float> scores;          // SentencePiece piece scores (may be empty for BPE)
   std::vector<int32_t> token_types;   // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte

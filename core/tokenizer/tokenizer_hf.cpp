@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/tokenizer/tokenizer_internal.h"
 #include "core/util/mapped_file.h"
 
 namespace basalt {
@@ -59,22 +60,71 @@ std::string pre_name(const json& pre) {
   return "";
 }
 
-// The pre_tokenizer HF writes for a tokenizer.ggml.pre name (the inverse of pre_name).
-json pre_tokenizer_json(const std::string& pre) {
+// A pre_tokenizer no name fits, as split regexes in order: Split (a regex or a
+// string, behavior Isolated: matches and gaps both kept), Digits and
+// ByteLevel (its GPT-2 regex where use_regex), alone or in a Sequence. False
+// for any other step.
+bool pre_regexes(const json& pre, std::vector<std::string>& out) {
+  static const char* kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+  auto step = [&](const json& j) {
+    if (is_type(j, "ByteLevel")) {
+      if (j.value("add_prefix_space", false)) return false;
+      if (j.value("use_regex", true)) out.emplace_back(kGpt2Regex);
+      return true;
+    }
+    if (is_type(j, "Digits")) {
+      out.emplace_back(j.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+      return true;
+    }
+    if (!is_type(j, "Split") || j.value("behavior", "") != "Isolated" || j.value("invert", false) ||
+        !j.contains("pattern") || !j["pattern"].is_object())
+      return false;
+    const json& p = j["pattern"];
+    if (p.contains("Regex") && p["Regex"].is_string()) {
+      out.push_back(p["Regex"].get<std::string>());
+    } else if (p.contains("String") && p["String"].is_string() && !p["String"].get<std::string>().empty()) {
+      out.push_back("\\Q" + p["String"].get<std::string>() + "\\E");  // literally
+    } else {
+      return false;
+    }
+    return true;
+  };
+  if (!is_type(pre, "Sequence")) return step(pre);
+  if (!pre.contains("pretokenizers") || !pre["pretokenizers"].is_array()) return false;
+  for (const json& j : pre["pretokenizers"])
+    if (!step(j)) return false;
+  return !out.empty();
+}
+
+// The pre_tokenizer HF writes for a vocabulary's pre-tokenizer (the inverse
+// of pre_name and pre_regexes): a name's own form, or its split regexes as
+// Split steps.
+json pre_tokenizer_json(const TokenizerData& d) {
   auto level = [](bool use_regex) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
   };
-  auto split = [&](const char* re) {
-    return json{{"type", "Sequence"},
-                {"pretokenizers",
-                 {{{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}}, level(false)}}};
+  auto splits = [&](const std::vector<std::string>& regexes) {
+    json steps = json::array();
+    for (const std::string& re : regexes)
+      steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}});
+    steps.push_back(level(false));
+    return json{{"type", "Sequence"}, {"pretokenizers", steps}};
   };
+  const std::string& pre = d.pre;
+  if (!d.pre_regexes.empty()) return splits(d.pre_regexes);
   if (pre == "gpt2" || pre == "gpt-2" || pre == "default") return level(true);
   if (pre == "smollm")
     return json{{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, level(true)}}};
-  if (pre == "llama-bpe") return split(kLlama3Regex);
-  if (pre == "qwen2") return split(kQwen2Regex);
-  throw Error("pre-tokenizer " + pre + " has no tokenizer.json form here (known: gpt2, smollm, llama-bpe, qwen2)");
+  if (pre == "llama-bpe") return splits({kLlama3Regex});
+  if (pre == "qwen2") return splits({kQwen2Regex});
+  if (const tokenizer_detail::BpePre* p = tokenizer_detail::find_bpe_pre(pre); p && p->split == tokenizer_detail::BpeSplit::regex) {
+    std::vector<std::string> regexes;
+    for (const char* re : p->regexes)
+      if (re) regexes.emplace_back(re);
+    return splits(regexes);
+  }
+  throw Error("pre-tokenizer " + pre + " has no tokenizer.json form here (known: gpt2, smollm, llama-bpe, qwen2 and " +
+              "the regex ones)");
 }
 
 void write_text(const fs::path& p, const std::string& text) {
@@ -176,9 +226,10 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
   } else {
     d.model = "gpt2";
     d.pre = pre_name(pre);
-    if (d.pre.empty())
+    if (d.pre.empty() && !pre_regexes(pre, d.pre_regexes))
       throw Error(where + ": pre-tokenizer not supported: " + (pre.is_null() ? "none" : pre.dump()) +
-                  " (supported: ByteLevel as in GPT-2, SmolLM, Llama 3, Qwen2; SentencePiece-style byte-fallback BPE)");
+                  " (supported: Split with behavior Isolated, Digits and ByteLevel steps; SentencePiece-style "
+                  "byte-fallback BPE)");
   }
 
   // Vocabulary: ids 0..n-1, from the model's vocab and the added tokens.
@@ -348,7 +399,7 @@ void write_tokenizer_hf(const TokenizerData& d, const std::string& chat_template
     if (d.add_space_prefix) steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
     decoder = {{"type", "Sequence"}, {"decoders", steps}};
   } else {
-    pre = pre_tokenizer_json(d.pre);
+    pre = pre_tokenizer_json(d);
     decoder = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   }
   const bool has_unk = spm && d.unk_id >= 0 && d.unk_id < static_cast<int32_t>(d.tokens.size());

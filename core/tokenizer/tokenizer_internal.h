@@ -5,13 +5,16 @@
 // BOS/EOS and the space prefix are handled by the caller.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "core/tokenizer/pre_regex.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace basalt::tokenizer_detail {
@@ -61,6 +64,7 @@ enum class BpeSplit {
   llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   qwen2,         // llama3 with \p{N} instead of \p{N}{1,3}
   default_bpe,   // [\p{P}$+<=>^~|]+ isolated, gpt2, \p{N}+, [0-9]{3}
+  regex,         // BpePre::regexes, run by PCRE2 (pre_regex.h): every other pre-tokenizer
 };
 
 struct BpePre {
@@ -68,6 +72,7 @@ struct BpePre {
   BpeSplit split;
   bool ignore_merges;  // a word that is itself a token is not merged (llama3)
   bool add_bos;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+  std::array<const char*, 6> regexes{};  // BpeSplit::regex: the split regexes in order, then nullptr
 };
 // nullptr for a name this build does not know.
 const BpePre* find_bpe_pre(std::string_view name);
@@ -93,6 +98,7 @@ class BpeEncoder {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   BpePre pre_;
+  std::shared_ptr<const RegexSplitter> regex_;  // BpeSplit::regex
   const TokenMap& tokens_;
   int32_t n_vocab_;
   int32_t byte_token_[256];               // token of each raw byte, -1 if none

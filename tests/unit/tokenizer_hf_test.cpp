@@ -121,6 +121,37 @@ TEST(TokenizerHf, WrittenTokenizerReadsBack) {
   }
 }
 
+// A tokenizer.json whose pre_tokenizer is Split steps no name fits (as
+// DeepSeek's, Falcon's or Bloom's) runs those regexes as they are: written
+// from each regex pre-tokenizer of the SmolLM2 vocabulary, read back, it
+// gives llama.cpp's ids under that pre-tokenizer's name.
+TEST(TokenizerHf, SplitRegexesGiveLlamaCppsIds) {
+  TokenizerData base = load_tokenizer_data(GgufFile::open(test::smollm2_path()));
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::data_path("tokenizer"))) {
+    const std::string name = entry.path().stem().string();
+    if (name.rfind("smollm2_pre_", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    const nlohmann::json refs = nlohmann::json::parse(in);
+    TokenizerData data = base;
+    data.pre = refs["overrides"]["pre"];
+    const std::string dir = test::temp_dir("tokenizer_hf_split_" + name);
+    write_tokenizer_hf(data, "", dir);
+    HfTokenizer back = load_tokenizer_hf(dir);
+    EXPECT_FALSE(back.data.pre_regexes.empty()) << name << ": read by name, not as regexes";
+    const Tokenizer tok(std::move(back.data));
+    for (const auto& c : refs["cases"]) {
+      if (c["add_special"]) continue;  // BOS comes from tokenizer_config.json, not the pre-tokenizer
+      const std::string text = c["text"];
+      EXPECT_EQ(show(tok.encode(text, false, c["parse_special"])), show(c["ids"].get<std::vector<int32_t>>()))
+          << name << ": " << nlohmann::json(text).dump();
+    }
+    std::filesystem::remove_all(dir);
+    ++files;
+  }
+  EXPECT_GE(files, 10);
+}
+
 std::string load_error(const std::string& tokenizer_json) {
   const std::string dir = test::temp_dir("tokenizer_hf_bad");
   std::ofstream(dir + "/tokenizer.json") << tokenizer_json;
@@ -156,6 +187,27 @@ TEST(TokenizerHf, BadFilesAreErrors) {
     EXPECT_NE(err.find(message), std::string::npos) << text << ": got \"" << err << "\"";
   }
   EXPECT_NE(load_error("").find("not valid JSON"), std::string::npos);
+}
+
+// A Split regex PCRE2 cannot compile is an error naming it; a Split behavior
+// other than Isolated is refused by name.
+TEST(TokenizerHf, BadSplitRegexesAreErrors) {
+  TokenizerData data = load_tokenizer_data(GgufFile::open(test::smollm2_path()));
+  data.pre.clear();
+  data.pre_regexes = {"\\p{N}", "(unclosed"};
+  const std::string dir = test::temp_dir("tokenizer_hf_bad_regex");
+  write_tokenizer_hf(data, "", dir);
+  try {
+    Tokenizer tok(load_tokenizer_hf(dir).data);
+    ADD_FAILURE() << "a regex that does not compile was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pre-tokenizer regex (unclosed"), std::string::npos) << e.what();
+  }
+  const std::string merged =
+      R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"},
+          "behavior": "MergedWithPrevious", "invert": false}})";
+  EXPECT_NE(load_error(merged).find("pre-tokenizer not supported"), std::string::npos) << load_error(merged);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TokenizerHf, NoTokenizerJson) {

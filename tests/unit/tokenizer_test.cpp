@@ -117,7 +117,13 @@ TEST_P(TokenizerRefTest, DecodeGivesTextBack) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerRefTest,
                          testing::Values("smollm2", "smollm2_llama_bpe", "smollm2_qwen2", "smollm2_gpt2",
-                                         "smollm2_default", "gemma3", "gemma3_space_prefix"));
+                                         "smollm2_default", "gemma3", "gemma3_space_prefix",
+                                         // pre-tokenizers that run as PCRE2 regexes (core/tokenizer/pre_regex.h)
+                                         "smollm2_pre_deepseek_llm", "smollm2_pre_deepseek_coder",
+                                         "smollm2_pre_deepseek_v3", "smollm2_pre_falcon", "smollm2_pre_gpt_4o",
+                                         "smollm2_pre_tekken", "smollm2_pre_chatglm_bpe", "smollm2_pre_viking",
+                                         "smollm2_pre_bloom", "smollm2_pre_seed_coder", "smollm2_pre_bailingmoe",
+                                         "smollm2_pre_qwen35", "smollm2_pre_jais_2"));
 
 // Feeds ids one at a time; every piece must be valid UTF-8.
 std::string stream(const Tokenizer& tok, const std::vector<int32_t>& ids, int* pieces = nullptr) {
