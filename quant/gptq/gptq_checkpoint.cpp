@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/models/arch.h"
 #include "core/gguf/gguf.h"
 #include "core/safetensors/safetensors_writer.h"
 #include "core/tokenizer/tokenizer_gguf.h"
@@ -141,25 +142,27 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
     throw Error("quantize: partial RoPE with interleaved pairs has no HF form here");
   if (static_cast<int64_t>(layers.size()) != s.n_layer) throw Error("internal: quantized layers missing");
 
+  // Tensor names from the architecture's descriptor (core/models/<arch>.cpp), as the loader reads them.
+  const TensorNames& n = find_arch(s.arch)->hf;
+  auto name = [](const std::string& pattern, int64_t i, const char* suffix) { return tensor_name(pattern, i, -1, suffix); };
   TensorList t;
-  t.matrix("model.embed_tokens.weight", model.token_embd());
-  t.vector("model.norm.weight", model.output_norm());
-  if (!s.tied_output) t.matrix("lm_head.weight", model.output());
+  t.matrix(name(n.token_embd, -1, ".weight"), model.token_embd());
+  t.vector(name(n.output_norm, -1, ".weight"), model.output_norm());
+  if (!s.tied_output) t.matrix(name(n.output, -1, ".weight"), model.output());
   // GGUF llama Q/K rows back in the rotate-half order (HF folders and qwen2 files have it already).
   const bool reorder = !from_hf && s.rope_style == RopeStyle::normal;
   const std::vector<int32_t> q_rows = reorder ? rotate_half_rows(s.n_head, s.head_dim) : std::vector<int32_t>{};
   const std::vector<int32_t> k_rows = reorder ? rotate_half_rows(s.n_head_kv, s.head_dim) : std::vector<int32_t>{};
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const LayerWeights& l = model.layer(i);
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    t.vector(p + "input_layernorm.weight", l.attn_norm);
-    t.vector(p + "post_attention_layernorm.weight", l.ffn_norm);
+    t.vector(name(n.attn_norm, i, ".weight"), l.attn_norm);
+    t.vector(name(n.ffn_norm, i, ".weight"), l.ffn_norm);
     for (const QuantizedLinear& q : layers[static_cast<size_t>(i)])
-      t.gptq(p + q.name, q.packed, q.name == "self_attn.q_proj" ? q_rows : q.name == "self_attn.k_proj" ? k_rows : std::vector<int32_t>{});
-    if (s.is_moe()) t.matrix(p + "block_sparse_moe.gate.weight", l.router);
-    if (!l.bq.empty()) t.vector(p + "self_attn.q_proj.bias", l.bq, q_rows);
-    if (!l.bk.empty()) t.vector(p + "self_attn.k_proj.bias", l.bk, k_rows);
-    if (!l.bv.empty()) t.vector(p + "self_attn.v_proj.bias", l.bv);
+      t.gptq(q.name, q.packed, q.role == &TensorNames::q ? q_rows : q.role == &TensorNames::k ? k_rows : std::vector<int32_t>{});
+    if (s.is_moe()) t.matrix(name(n.router, i, ".weight"), l.router);
+    if (!l.bq.empty()) t.vector(name(n.q, i, ".bias"), l.bq, q_rows);
+    if (!l.bk.empty()) t.vector(name(n.k, i, ".bias"), l.bk, k_rows);
+    if (!l.bv.empty()) t.vector(name(n.v, i, ".bias"), l.bv);
   }
 
   fs::remove_all(partial, ec);

@@ -76,7 +76,7 @@ class BlockCalibration {
       reader[n.out] = -1;  // overwritten: later readers see new contents
     }
     for (size_t li = 0; li < n_linear; ++li)
-      if (linear_input_[li] < 0) throw Error("internal: linear layer " + std::string(kBlockLinears[li].hf_name) + " not in the graph");
+      if (linear_input_[li] < 0) throw Error("internal: linear layer " + std::to_string(li) + " not in the graph");
     for (LayerInput& in : inputs_) in.h.assign(static_cast<size_t>(in.n * in.n), 0.0);
   }
 
@@ -125,12 +125,14 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
   };
 
   std::vector<std::vector<QuantizedLinear>> out(static_cast<size_t>(s.n_layer));
+  const TensorNames& names = find_arch(s.arch)->hf;  // what the checkpoint calls each layer
   // Dense layer li of block i, from its GptqLayer: packed, and swapped into the model.
   auto install = [&](int64_t i, size_t li, const GptqLayer& q) {
     GptqPacked p = gptq_pack(q, o.layer, o.v2);
     Weight& w = model.layer_for_update(i).*kBlockLinears[li].member;
     w = gptq_packed_weight(p, w.name);
-    out[static_cast<size_t>(i)].push_back({kBlockLinears[li].hf_name, std::move(p)});
+    const auto role = kBlockLinears[li].role;
+    out[static_cast<size_t>(i)].push_back({tensor_name(names.*role, i), role, std::move(p)});
   };
   // Block i's experts: quantize(e, which input (0: gate/up's, 1: down's), the stacked weight, e's rows) gives
   // each expert's layer; stacked back into the model.
@@ -138,17 +140,19 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
     LayerWeights& l = model.layer_for_update(i);
     struct Part {
       Weight LayerWeights::*member;
-      const char* hf;
+      std::string TensorNames::*role;
       int which;
     };
-    const Part parts[] = {{&LayerWeights::gate_exps, "w1", 0}, {&LayerWeights::down_exps, "w2", 1}, {&LayerWeights::up_exps, "w3", 0}};
+    const Part parts[] = {{&LayerWeights::gate_exps, &TensorNames::gate_exps, 0},
+                          {&LayerWeights::down_exps, &TensorNames::down_exps, 1},
+                          {&LayerWeights::up_exps, &TensorNames::up_exps, 0}};
     std::vector<std::vector<Weight>> engine(3);
     for (int64_t e = 0; e < s.n_expert; ++e)
       for (size_t k = 0; k < 3; ++k) {
         const Weight& w = l.*parts[k].member;
         GptqPacked p = gptq_pack(quantize(e, parts[k].which, w, e * w.mat_rows, (e + 1) * w.mat_rows), o.layer, o.v2);
         engine[k].push_back(gptq_packed_weight(p, w.name));
-        out[static_cast<size_t>(i)].push_back({"block_sparse_moe.experts." + std::to_string(e) + "." + parts[k].hf, std::move(p)});
+        out[static_cast<size_t>(i)].push_back({tensor_name(names.*parts[k].role, i, e), parts[k].role, std::move(p)});
       }
     for (size_t k = 0; k < 3; ++k) {
       Weight& w = l.*parts[k].member;

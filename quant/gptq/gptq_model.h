@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/model/model.h"
+#include "core/models/arch.h"
 #include "quant/gptq_pack.h"
 #include "quant/gptq_solver.h"
 
@@ -29,22 +30,26 @@ struct ModelQuantizeOptions {
   int64_t ubatch = 512;  // tokens per calibration batch
 };
 
-// The linear layers of a block that are quantized, by their HF names (an MoE
-// block has the first four, then each expert's w1, w2, w3).
+// The linear layers of a block that are quantized, and where their names
+// come from in the architecture's descriptor (an MoE block has the first
+// four, then each expert's gate, down and up).
 struct BlockLinear {
-  const char* hf_name;  // under model.layers.N.
+  std::string TensorNames::*role;
   Weight LayerWeights::*member;
 };
-inline constexpr BlockLinear kBlockLinears[] = {
-    {"self_attn.q_proj", &LayerWeights::wq}, {"self_attn.k_proj", &LayerWeights::wk}, {"self_attn.v_proj", &LayerWeights::wv},
-    {"self_attn.o_proj", &LayerWeights::wo}, {"mlp.gate_proj", &LayerWeights::w_gate}, {"mlp.up_proj", &LayerWeights::w_up},
-    {"mlp.down_proj", &LayerWeights::w_down},
+inline const BlockLinear kBlockLinears[] = {
+    {&TensorNames::q, &LayerWeights::wq},        {&TensorNames::k, &LayerWeights::wk},
+    {&TensorNames::v, &LayerWeights::wv},        {&TensorNames::o, &LayerWeights::wo},
+    {&TensorNames::gate, &LayerWeights::w_gate}, {&TensorNames::up, &LayerWeights::w_up},
+    {&TensorNames::down, &LayerWeights::w_down},
 };
 inline constexpr size_t kNumAttentionLinears = 4;
 
-// A quantized layer of block N, named as under model.layers.N.
+// A quantized layer: its HF tensor name without suffix (from the descriptor:
+// "model.layers.0.self_attn.q_proj", "model.layers.0.block_sparse_moe.experts.3.w1").
 struct QuantizedLinear {
-  std::string name;  // "self_attn.q_proj", "block_sparse_moe.experts.3.w1"
+  std::string name;
+  std::string TensorNames::*role;  // its place in TensorNames (&TensorNames::q, ...)
   GptqPacked packed;
 };
 
