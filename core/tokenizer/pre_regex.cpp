@@ -52,7 +52,8 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
         const int rc = pcre2_match(re->code, subject, end - begin, pos, PCRE2_NO_UTF_CHECK, md, nullptr);
         if (rc < 0) break;  // no more matches (or a matching limit): the rest stays one word
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-        if (ov[1] == ov[0]) {  // an empty match cuts nothing; step past one character
+        if (ov[1] == ov[0]) {  // an empty match (a lookahead) cuts there, as llama.cpp's; then one character on
+          cut(begin + ov[0]);
           pos = ov[0] + 1;
           while (pos < end - begin && (static_cast<unsigned char>(text[begin + pos]) & 0xC0) == 0x80) ++pos;
           continue;

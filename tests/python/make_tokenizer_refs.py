@@ -36,7 +36,7 @@ VOCABS = {
     **{f"smollm2_pre_{p.replace('-', '_').replace('.', '_')}": ("smollm2", {"pre": p})
        for p in ("deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "gpt-4o", "tekken", "chatglm-bpe",
                  "viking", "bloom", "seed-coder", "bailingmoe", "qwen35", "jais-2", "youtu", "spark2_5", "tiny_aya",
-                 "laguna", "ufakzeka", "exaone-moe", "granite-embed-multi-97m", "minicpm5")},
+                 "laguna", "ufakzeka", "exaone-moe", "granite-embed-multi-97m", "minicpm5", "superbpe")},
     "gemma3": ("gemma3", {}),
     "gemma3_space_prefix": ("gemma3", {"add_space_prefix": True, "add_bos": True}),
 }
