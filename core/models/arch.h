@@ -28,10 +28,13 @@ struct TensorNames {
   std::string router, gate_exps, up_exps, down_exps;  // MoE: GGUF stacks the experts, HF has one tensor per {e}
 };
 
-// An HF config.json "architectures" class this architecture reads.
+// An HF config.json "architectures" class this architecture reads (and the
+// GPTQ checkpoint writer writes: the first whose moe and sliding_window fit).
 struct HfClass {
   const char* name;
-  bool moe = false;  // Mixtral: num_local_experts, num_experts_per_tok
+  const char* model_type;       // config.json model_type
+  bool moe = false;             // Mixtral: num_local_experts, num_experts_per_tok
+  bool sliding_window = false;  // the class for a model with a window (Mistral v0.1)
 };
 
 struct ArchDescriptor {

@@ -32,7 +32,9 @@ const TensorNames& llama_hf_names() {
 // GGUF llama files were permuted by their converter to the interleaved RoPE pairing.
 const ArchDescriptor& llama_arch() {
   static const ArchDescriptor a{"llama",
-                                {{"LlamaForCausalLM"}, {"MistralForCausalLM"}, {"MixtralForCausalLM", true}},
+                                {{"LlamaForCausalLM", "llama"},
+                                 {"MistralForCausalLM", "mistral", false, true},
+                                 {"MixtralForCausalLM", "mixtral", true}},
                                 RopeStyle::normal,
                                 /*attn_bias=*/false,
                                 /*hf_sliding_window=*/true,
@@ -43,7 +45,9 @@ const ArchDescriptor& llama_arch() {
 }
 
 const ArchDescriptor& mistral_arch() {
-  static const ArchDescriptor a{"mistral", {}, RopeStyle::normal, false, true, llama_gguf_names(), llama_hf_names(),
+  static const ArchDescriptor a{"mistral",
+                                {{"MistralForCausalLM", "mistral", false, true}, {"MistralForCausalLM", "mistral"}},
+                                RopeStyle::normal, false, true, llama_gguf_names(), llama_hf_names(),
                                 build_llama_graph};
   return a;
 }

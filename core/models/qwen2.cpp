@@ -12,7 +12,7 @@ const TensorNames& llama_hf_names();
 
 const ArchDescriptor& qwen2_arch() {
   static const ArchDescriptor a{"qwen2",
-                                {{"Qwen2ForCausalLM"}},
+                                {{"Qwen2ForCausalLM", "qwen2"}},
                                 RopeStyle::neox,
                                 /*attn_bias=*/true,
                                 /*hf_sliding_window=*/false,

@@ -54,11 +54,21 @@ double short_decimal(float x) {
 
 // config.json for a model read from a GGUF file (the inverse of core/model/hf_config.cpp).
 json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
-  if (s.arch != "llama" && s.arch != "qwen2")
-    throw Error("quantize: writing an HF config for architecture " + s.arch + " is not supported (llama, qwen2)");
-  const bool qwen2 = s.arch == "qwen2";
-  const char* cls = qwen2 ? "Qwen2ForCausalLM" : s.is_moe() ? "MixtralForCausalLM" : s.sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM";
-  const char* type = qwen2 ? "qwen2" : s.is_moe() ? "mixtral" : s.sliding_window ? "mistral" : "llama";
+  const ArchDescriptor* arch = find_arch(s.arch);
+  const HfClass* hf = nullptr;  // the class that fits: MoE or not, and a window or not
+  if (arch)
+    for (const HfClass& c : arch->hf_classes) {
+      if (c.moe != s.is_moe()) continue;
+      if (c.sliding_window == (s.sliding_window > 0)) {
+        hf = &c;
+        break;
+      }
+      if (!hf) hf = &c;  // the first of the right kind, failing an exact fit
+    }
+  if (!hf)
+    throw Error("quantize: architecture " + s.arch + (s.is_moe() ? " with experts" : "") + " has no HF config class here");
+  const char* cls = hf->name;
+  const char* type = hf->model_type;
   json c = {{"architectures", {cls}},
             {"model_type", type},
             {"vocab_size", s.n_vocab},
@@ -77,7 +87,7 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
             {"torch_dtype", "float16"}};
   if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", short_decimal(1.0f / s.rope_freq_scale)}};
   if (s.sliding_window) c["sliding_window"] = s.sliding_window;
-  if (qwen2) c["use_sliding_window"] = false;
+  if (!arch->hf_sliding_window) c["use_sliding_window"] = false;  // Qwen2 names a window it does not use
   if (s.is_moe()) c["num_local_experts"] = s.n_expert, c["num_experts_per_tok"] = s.n_expert_used;
   if (tok.bos_id() >= 0) c["bos_token_id"] = tok.bos_id();
   if (tok.eos_id() >= 0) c["eos_token_id"] = tok.eos_id();
