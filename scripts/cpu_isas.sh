@@ -12,8 +12,13 @@ if has avx2 fma f16c bmi2; then
   has avx_vnni && isas+=(avxvnni)
   if has avx512f avx512bw avx512vl avx512dq avx512_vnni; then
     isas+=(avx512)
-    # Linux lists the AMX flags only where it manages the tile state.
-    has amx_tile amx_int8 && isas+=(amx)
+    # AMX also needs the kernel to grant this process the tile state
+    # (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); some VMs list the
+    # flags and refuse it.
+    if has amx_tile amx_int8 && python3 -c 'import ctypes, sys
+sys.exit(ctypes.CDLL(None).syscall(158, 0x1023, 18) != 0)' 2>/dev/null; then
+      isas+=(amx)
+    fi
   fi
 fi
 if [ -n "${BASALT_ISA:-}" ]; then
