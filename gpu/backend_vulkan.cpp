@@ -139,7 +139,6 @@ class VulkanBackend final : public Backend {
       flush(&ctx);  // normally a no-op: the last batch ended with a download
     } catch (const gpu::GpuError& e) {
       fail(e);
-      throw BackendFailed(std::string("GPU failed: ") + e.what());
     }
     for (DeviceTensor& t : tensors_) t.on_device = t.host_stale = false;
     batch_uploaded_ = false;
@@ -158,8 +157,7 @@ class VulkanBackend final : public Backend {
       t.host_stale = false;
       flush(&ctx);
     } catch (const gpu::GpuError& e) {
-      fail(e);  // the host copy of this tensor is lost: the executor runs the batch again on the CPU
-      throw BackendFailed(std::string("GPU failed: ") + e.what());
+      fail(e);  // the host copy of this tensor is lost
     }
   }
 
@@ -171,7 +169,6 @@ class VulkanBackend final : public Backend {
       // What only the device held (tensors newer there, keys and values not yet
       // in the host's cache) is gone: the executor runs the batch again elsewhere.
       fail(e);
-      throw BackendFailed(std::string("GPU failed: ") + e.what());
     }
   }
 
@@ -259,11 +256,14 @@ class VulkanBackend final : public Backend {
     pending_kv_.clear();
   }
 
-  void fail(const gpu::GpuError& e) {
+  // The device is gone, and with it whatever only it held: the executor
+  // drops this backend and runs the batch again on the others.
+  [[noreturn]] void fail(const gpu::GpuError& e) {
     std::fprintf(stderr, "basalt: GPU failed (%s); running on the CPU\n", e.what());
     failed_ = true;
     stream_.reset();
     pending_kv_.clear();
+    throw BackendFailed(std::string("GPU failed: ") + e.what());
   }
 
   void run_on_gpu(const Node& n, RunContext& ctx) {
@@ -446,9 +446,6 @@ class VulkanBackend final : public Backend {
   std::vector<float> tables_;
 };
 
-}  // namespace
-
-namespace {
 std::unique_ptr<Backend> make_vulkan_backend(const BackendRequest& r, std::string* plan) {
   const Graph& graph = r.graph;
   const Model& model = r.model;

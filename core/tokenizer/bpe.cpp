@@ -104,6 +104,13 @@ const BpePre* find_bpe_pre(std::string_view name) {
   return nullptr;
 }
 
+std::vector<std::string> bpe_pre_regexes(const BpePre& pre) {
+  std::vector<std::string> regexes;
+  for (const char* re : pre.regexes)
+    if (re) regexes.emplace_back(re);
+  return regexes;
+}
+
 std::string bpe_pre_names() {
   std::string s;
   for (const auto& p : kBpePres) s += (s.empty() ? "" : ", ") + std::string(p.name);
@@ -338,12 +345,8 @@ std::string bytes_to_chars(std::string_view raw) {
 
 BpeEncoder::BpeEncoder(const TokenizerData& data, const TokenMap& tokens, const BpePre& pre)
     : pre_(pre), tokens_(tokens), n_vocab_(static_cast<int32_t>(data.tokens.size())) {
-  if (pre.split == BpeSplit::regex) {
-    std::vector<std::string> regexes;
-    for (const char* re : pre.regexes)
-      if (re) regexes.emplace_back(re);
-    regex_ = std::make_shared<const RegexSplitter>(regexes);
-  }
+  if (pre.split == BpeSplit::regex)  // a tokenizer.json's own regexes, else the named pre-tokenizer's
+    regex_ = std::make_shared<const RegexSplitter>(!data.pre_regexes.empty() ? data.pre_regexes : bpe_pre_regexes(pre));
   bytes_of_char_.assign(256 + 256, -1);
   for (int b = 0; b < 256; ++b) {
     bytes_of_char_[byte_to_char(static_cast<uint8_t>(b))] = b;

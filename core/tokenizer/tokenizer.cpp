@@ -78,7 +78,7 @@ struct Tokenizer::Impl {
   TokenMap ids;  // text -> id
   std::unique_ptr<BpeEncoder> bpe;
   std::unique_ptr<SpmEncoder> spm_encoder;
-  BpePre custom_pre{};  // from d.pre_regexes (its regexes point into d)
+  BpePre custom_pre{};  // for d.pre_regexes (the encoder reads them from d)
 
   // Special tokens (control, user-defined, unknown) in the order llama.cpp
   // cuts them out of text: longest first. rank[id] is the position.
@@ -110,11 +110,7 @@ Tokenizer::Impl::Impl(TokenizerData data) : d(std::move(data)) {
   }
   const BpePre* pre = nullptr;
   if (!spm && !d.pre_regexes.empty()) {  // regexes as given (tokenizer.json)
-    if (d.pre_regexes.size() > custom_pre.regexes.size())
-      throw Error("tokenizer: " + std::to_string(d.pre_regexes.size()) + " pre-tokenizer steps, more than " +
-                  std::to_string(custom_pre.regexes.size()));
-    custom_pre = {"tokenizer.json", BpeSplit::regex, false, d.add_bos, {}};
-    for (size_t i = 0; i < d.pre_regexes.size(); ++i) custom_pre.regexes[i] = d.pre_regexes[i].c_str();
+    custom_pre = {"tokenizer.json", BpeSplit::regex, false, d.add_bos};
     pre = &custom_pre;
   } else if (!spm) {
     pre = find_bpe_pre(d.pre.empty() ? "default" : d.pre);

@@ -117,12 +117,8 @@ json pre_tokenizer_json(const TokenizerData& d) {
     return json{{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, level(true)}}};
   if (pre == "llama-bpe") return splits({kLlama3Regex});
   if (pre == "qwen2") return splits({kQwen2Regex});
-  if (const tokenizer_detail::BpePre* p = tokenizer_detail::find_bpe_pre(pre); p && p->split == tokenizer_detail::BpeSplit::regex) {
-    std::vector<std::string> regexes;
-    for (const char* re : p->regexes)
-      if (re) regexes.emplace_back(re);
-    return splits(regexes);
-  }
+  if (const tokenizer_detail::BpePre* p = tokenizer_detail::find_bpe_pre(pre); p && p->split == tokenizer_detail::BpeSplit::regex)
+    return splits(tokenizer_detail::bpe_pre_regexes(*p));
   throw Error("pre-tokenizer " + pre + " has no tokenizer.json form here (known: gpt2, smollm, llama-bpe, qwen2 and " +
               "the regex ones)");
 }

@@ -64,7 +64,7 @@ enum class BpeSplit {
   llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   qwen2,         // llama3 with \p{N} instead of \p{N}{1,3}
   default_bpe,   // [\p{P}$+<=>^~|]+ isolated, gpt2, \p{N}+, [0-9]{3}
-  regex,         // BpePre::regexes, run by PCRE2 (pre_regex.h): every other pre-tokenizer
+  regex,         // BpePre::regexes (or TokenizerData::pre_regexes), run by PCRE2 (pre_regex.h)
 };
 
 struct BpePre {
@@ -78,6 +78,8 @@ struct BpePre {
 const BpePre* find_bpe_pre(std::string_view name);
 // All known names, comma separated (for error messages).
 std::string bpe_pre_names();
+// The split regexes of a BpeSplit::regex pre-tokenizer, in order.
+std::vector<std::string> bpe_pre_regexes(const BpePre& pre);
 
 // Splits text into words (byte ranges of text) the way `split` says.
 void bpe_split_words(BpeSplit split, std::string_view text, std::vector<std::string_view>& words);
