@@ -14,6 +14,25 @@ namespace basalt::tokenizer_detail {
 // ---- pre-tokenizer names ----------------------------------------------------
 
 namespace {
+
+// The regexes below that llama.cpp runs as code of its own (src/unicode.cpp),
+// written so that PCRE2 splits the same way.
+
+// gpt2's split (unicode_regex_split_custom_gpt2).
+constexpr const char* kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+// Digits in groups of three from the right (afmoe, tiny_aya: unicode_regex_split_custom_afmoe).
+// That code also joins the text before a run of digits to the run's first
+// group; the regex does the same, and starts only at a word's start or after
+// a digit, so that text without digits costs linear time.
+constexpr const char* kDigitGroups = "(?:^|(?<=\\p{N}))\\P{N}*+\\p{N}{1,3}(?=(?:\\p{N}{3})*+(?!\\p{N}))";
+// Kimi K2 (unicode_regex_split_custom_kimi_k2): llama3's split with Han
+// ideographs (llama.cpp's unicode_cpt_is_han ranges) as words of their own.
+#define BASALT_HAN "\\x{3400}-\\x{4DBF}\\x{4E00}-\\x{9FFF}\\x{F900}-\\x{FAFF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2EBEF}\\x{2F800}-\\x{2FA1F}"
+constexpr const char* kKimiK2 =
+    "[" BASALT_HAN "]+|[^\\r\\n\\p{L}\\p{N}]?(?:(?![" BASALT_HAN "])\\p{L})+(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+#undef BASALT_HAN
+
 // tokenizer.ggml.pre -> split rules, following llama.cpp's llama_vocab::impl::load:
 // hand-written splitters for the common families (faster), regexes for the rest.
 constexpr BpePre kBpePres[] = {
@@ -59,6 +78,16 @@ constexpr BpePre kBpePres[] = {
     {"grok-2", BpeSplit::qwen2, false, false},
     {"mellum2", BpeSplit::digits_gpt2, false, false},
     {"granite-docling", BpeSplit::gpt2, false, false},
+    // Encoders (BERT-like embedding models): the gpt2 split; their SEP token
+    // is added by the embedding code, not by tokenization.
+    {"jina-es", BpeSplit::gpt2, false, false},
+    {"jina-de", BpeSplit::gpt2, false, false},
+    {"jina-v1-en", BpeSplit::gpt2, false, false},
+    {"jina-v2-es", BpeSplit::gpt2, false, false},
+    {"jina-v2-de", BpeSplit::gpt2, false, false},
+    {"jina-v2-code", BpeSplit::gpt2, false, false},
+    {"roberta-bpe", BpeSplit::gpt2, false, false},
+    {"modern-bert", BpeSplit::gpt2, false, false},
     // The rest as data: llama.cpp's split regexes for each name, run by PCRE2.
     {"deepseek-llm", BpeSplit::regex, false, false, {"[\r\n]", "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+", "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", "[一-龥ࠀ-一가-퟿]+", "\\p{N}+"}},
     {"deepseek-coder", BpeSplit::regex, false, false, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"}},
@@ -87,14 +116,22 @@ constexpr BpePre kBpePres[] = {
     {"hy_v4", BpeSplit::regex, false, false, {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
     {"youtu", BpeSplit::regex, true, false, {"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+", "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"spark2_5", BpeSplit::regex, false, false, {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+", "\\p{N}"}},
-    {"tiny_aya", BpeSplit::regex, false, false, {"\\d{1,3}(?=(?:\\d{3})*\\b)", "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"cohere2moe", BpeSplit::regex, false, false, {"\\d{1,3}(?=(?:\\d{3})*\\b)", "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"tiny_aya", BpeSplit::regex, false, false, {kDigitGroups, "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"cohere2moe", BpeSplit::regex, false, false, {kDigitGroups, "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"laguna", BpeSplit::regex, false, false, {"[^\\n]+|[\\n]+", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"ufakzeka", BpeSplit::regex, false, false, {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"exaone-moe", BpeSplit::regex, false, false, {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
     {"granite-embed-multi-97m", BpeSplit::regex, true, false, {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"minicpm5", BpeSplit::regex, true, false, {"\\p{N}{1,3}", "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"superbpe", BpeSplit::regex, false, false, {"\\p{N}+", "(?=(\\d{3})+(?!\\d))"}},
+    {"chameleon", BpeSplit::regex, false, true, {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", kGpt2}},
+    {"afmoe", BpeSplit::regex, false, false, {kDigitGroups, "[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+", "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"kimi-k2", BpeSplit::regex, false, false, {kKimiK2}},
+    // SentencePiece-style BPE on raw UTF-8: spaces become U+2581, only newlines split.
+    {"gemma4", BpeSplit::regex, false, false, {"[^\\n]+|[\\n]+"}, BpeSymbols::utf8, true, true, true},
+    {"granite-embed-multi-311m", BpeSplit::regex, false, false, {"[^\\n]+|[\\n]+"}, BpeSymbols::utf8, true, true, true},
+    {"sarvam-moe", BpeSplit::regex, false, false, {"[^\\n]+|[\\n]+"}, BpeSymbols::utf8, true, false},
+    {"whitespace", BpeSplit::words, false, false, {}, BpeSymbols::utf8},
 };
 }  // namespace
 
@@ -289,6 +326,18 @@ void bpe_split_words(BpeSplit split, std::string_view text, std::vector<std::str
       s.cut([&](uint32_t pos, uint32_t end) { return s.llama3_piece(pos, end, 1); });
       break;
     case BpeSplit::regex: throw Error("internal: regex pre-tokenizers split through RegexSplitter");
+    case BpeSplit::words: {
+      s.cut([&](uint32_t pos, uint32_t end) {
+        const bool space = s.cls(pos) == CharClass::space;
+        return s.run(pos, end, [space](CharClass k) { return (k == CharClass::space) == space; });
+      });
+      const auto first = static_cast<std::ptrdiff_t>(words.size());
+      s.words(text, words);
+      words.erase(std::remove_if(words.begin() + first, words.end(),
+                                 [](std::string_view w) { return char_class(utf8_next(w, 0).cp) == CharClass::space; }),
+                  words.end());
+      return;
+    }
     case BpeSplit::default_bpe: {
       // [\p{P}\$\+<=>\^~\|]+
       auto punct = [&](uint32_t i) {
@@ -334,6 +383,12 @@ uint32_t byte_to_char(uint8_t b) {
   return table[b];
 }
 
+// SentencePiece's name for a byte token: "<0x0A>".
+std::string byte_token_text(uint8_t b) {
+  static const char* hex = "0123456789ABCDEF";
+  return std::string{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+}
+
 std::string bytes_to_chars(std::string_view raw) {
   std::string s;
   s.reserve(raw.size() * 2);
@@ -347,10 +402,11 @@ BpeEncoder::BpeEncoder(const TokenizerData& data, const TokenMap& tokens, const 
     : pre_(pre), tokens_(tokens), n_vocab_(static_cast<int32_t>(data.tokens.size())) {
   if (pre.split == BpeSplit::regex)  // a tokenizer.json's own regexes, else the named pre-tokenizer's
     regex_ = std::make_shared<const RegexSplitter>(!data.pre_regexes.empty() ? data.pre_regexes : bpe_pre_regexes(pre));
+  const bool utf8 = pre.symbols == BpeSymbols::utf8;
   bytes_of_char_.assign(256 + 256, -1);
   for (int b = 0; b < 256; ++b) {
     bytes_of_char_[byte_to_char(static_cast<uint8_t>(b))] = b;
-    byte_token_[b] = lookup(tokens_, bytes_to_chars(std::string(1, static_cast<char>(b))));
+    byte_token_[b] = lookup(tokens_, utf8 ? byte_token_text(static_cast<uint8_t>(b)) : bytes_to_chars(std::string(1, static_cast<char>(b))));
   }
   merges_.reserve(data.merges.size());
   for (size_t rank = 0; rank < data.merges.size(); ++rank) {
@@ -364,10 +420,10 @@ BpeEncoder::BpeEncoder(const TokenizerData& data, const TokenMap& tokens, const 
     merges_.emplace(key, Merge{static_cast<int32_t>(rank), symbol_id(left + right)});  // first rank wins
   }
   for (int b = 0; b < 256; ++b) {
-    byte_symbol_[b] = byte_token_[b];
-    if (byte_symbol_[b] < 0) byte_symbol_[b] = lookup(extra_symbols_, bytes_to_chars(std::string(1, static_cast<char>(b))));
+    byte_symbol_[b] = utf8 ? -1 : byte_token_[b];
+    if (!utf8 && byte_symbol_[b] < 0) byte_symbol_[b] = lookup(extra_symbols_, bytes_to_chars(std::string(1, static_cast<char>(b))));
   }
-  if (pre_.ignore_merges) {
+  if (pre_.ignore_merges && !utf8) {
     // Keyed by raw bytes; only tokens made of mapped characters can equal a
     // byte-mapped word, and for those the mapping is one to one.
     raw_tokens_.reserve(data.tokens.size());
@@ -394,6 +450,18 @@ int32_t BpeEncoder::symbol_id(const std::string& byte_text) {
 
 std::string BpeEncoder::token_bytes(std::string_view token_text) const {
   std::string out;
+  if (pre_.symbols == BpeSymbols::utf8) {
+    if (!pre_.escape_spaces) return std::string(token_text);
+    for (size_t pos = 0; pos < token_text.size();) {
+      if (token_text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
+        out += ' ';
+        pos += kSpaceMark.size();
+      } else {
+        out += token_text[pos++];
+      }
+    }
+    return out;
+  }
   out.reserve(token_text.size());
   for (size_t pos = 0; pos < token_text.size();) {
     Utf8Char c = utf8_next(token_text, pos);
@@ -407,6 +475,15 @@ std::string BpeEncoder::token_bytes(std::string_view token_text) const {
 }
 
 void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  std::string escaped;
+  if (pre_.escape_spaces) {
+    escaped.reserve(text.size() + text.size() / 4);
+    for (char c : text) {
+      if (c == ' ') escaped += kSpaceMark;
+      else escaped += c;
+    }
+    text = escaped;
+  }
   std::vector<std::string_view> words;
   if (regex_) regex_->split(text, words);
   else bpe_split_words(pre_.split, text, words);
@@ -429,8 +506,10 @@ bool bigram_after(const Bigram& a, const Bigram& b) { return a.rank > b.rank || 
 }  // namespace
 
 void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (pre_.ignore_merges) {
-    int32_t id = lookup(raw_tokens_, word);
+  const bool utf8 = pre_.symbols == BpeSymbols::utf8;
+  if (pre_.ignore_merges ||
+      (pre_.whole_newlines && !word.empty() && word.find_first_not_of('\n') == std::string_view::npos)) {
+    int32_t id = lookup(utf8 ? tokens_ : raw_tokens_, word);
     if (id >= 0) {
       out.push_back(id);
       return;
@@ -440,11 +519,24 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) c
   thread_local std::vector<Bigram> heap;
   sym.clear();
   heap.clear();
-  const int32_t n = static_cast<int32_t>(word.size());
-  for (int32_t i = 0; i < n; ++i) {
-    int32_t id = byte_symbol_[static_cast<uint8_t>(word[i])];
-    sym.push_back({id, i - 1, i + 1 < n ? i + 1 : -1, static_cast<uint32_t>(i), 1});
+  // One symbol per byte, or per UTF-8 character (a token, a merge piece, or -1).
+  for (uint32_t pos = 0; pos < word.size();) {
+    uint32_t len = 1;
+    int32_t id;
+    if (utf8) {
+      len = utf8_next(word, pos).len;
+      std::string_view ch = word.substr(pos, len);
+      id = lookup(tokens_, ch);
+      if (id < 0) id = lookup(extra_symbols_, ch);
+    } else {
+      id = byte_symbol_[static_cast<uint8_t>(word[pos])];
+    }
+    const int32_t i = static_cast<int32_t>(sym.size());
+    sym.push_back({id, i - 1, -1, pos, len});
+    if (i > 0) sym[i - 1].next = i;
+    pos += len;
   }
+  const int32_t n = static_cast<int32_t>(sym.size());
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0 || sym[left].id < 0 || sym[right].id < 0) return;
     uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(sym[left].id)) << 32 | static_cast<uint32_t>(sym[right].id);

@@ -12,7 +12,6 @@
 namespace basalt::tokenizer_detail {
 
 namespace {
-constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581
 
 struct Symbol {
   int32_t prev, next;
@@ -51,10 +50,10 @@ void SpmEncoder::encode(std::string_view text, bool prefix_space, std::vector<in
   esc.clear();
   sym.clear();
   heap.clear();
-  if (prefix_space) esc += kSpace;
+  if (prefix_space) esc += kSpaceMark;
   for (char ch : text) {
     if (ch == ' ')
-      esc += kSpace;
+      esc += kSpaceMark;
     else
       esc += ch;
   }

