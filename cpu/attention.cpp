@@ -2,14 +2,14 @@
 // Attention on the CPU threads: work cut into pieces of (tile of query rows,
 // a few KV heads, key range), run by the ISA's tile kernel (cpu/attention.h).
 // A row's pieces, when its key range was split, are merged afterwards.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "cpu/attention.h"
+
+#include "core/util/thread_pool.h"
 #include "cpu/ops.h"
 
 namespace basalt::cpu {
@@ -132,7 +132,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   // too few of them to keep every thread busy (decode: one token).
   const int64_t heads_per_piece = std::clamp<int64_t>(kPieceHeadDims / hd, 1, n_kv);
   const int64_t head_groups = (n_kv + heads_per_piece - 1) / heads_per_piece;
-  const int64_t n_threads = omp_get_max_threads();
+  ThreadPool& pool = engine_pool();
+  const int64_t n_threads = pool.size();
   const int64_t base = static_cast<int64_t>(w.tiles.size()) * head_groups;
   const int64_t want = kPiecesPerThread * n_threads;
   const int64_t splits = n_threads > 1 && base < want ? (want + base - 1) / base : 1;
@@ -172,34 +173,37 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   const bool q8 = kv.type() == KvType::q8;
   const int64_t elem = q8 ? 1 : 2;  // bytes per cached element
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
-  // One piece (decode at a short context): the calling thread alone, no fork and barriers.
-  const bool team = n_pieces > 1 || n > 1;
-#pragma omp parallel if (team)
-  {
-    // The batch's own keys and values first: its tokens see each other's.
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n_pieces; ++i) {
-      const Piece& p = w.pieces[w.order[i]];
-      const Tile& tl = w.tiles[p.tile];
-      const int64_t rows = p.n_kv * tl.n_tok * group;
-      const int seq = batch.seq[tl.t0];
-      const bool whole = p.p0 == 0 && p.p1 == tl.keys;
-      float* s = w.states.data() + p.state;
-      const uint8_t *kb = kv.key_blocks(layer, seq), *vb = kv.value_blocks(layer, seq);
-      const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
-      AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                      kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
-                      kv.block_bytes(),
-                      p.p0, p.p1, scale,
-                      whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
-                      whole, s, s + rows, thread_scratch(scratch)};
-      kern->tile(a);
-    }
-#pragma omp for schedule(static)
-    for (size_t i = 0; i < w.merges.size(); ++i) merge(w, w.merges[i], group, hd, qd, out);
+  auto store = [&](int64_t t) { kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd); };
+  auto piece = [&](int64_t i) {
+    const Piece& p = w.pieces[w.order[i]];
+    const Tile& tl = w.tiles[p.tile];
+    const int64_t rows = p.n_kv * tl.n_tok * group;
+    const int seq = batch.seq[tl.t0];
+    const bool whole = p.p0 == 0 && p.p1 == tl.keys;
+    float* s = w.states.data() + p.state;
+    const uint8_t *kb = kv.key_blocks(layer, seq), *vb = kv.value_blocks(layer, seq);
+    const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
+    AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
+                    kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
+                    kv.block_bytes(),
+                    p.p0, p.p1, scale,
+                    whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
+                    whole, s, s + rows, thread_scratch(scratch)};
+    kern->tile(a);
+  };
+  // The batch's own keys and values first (its tokens see each other's), then
+  // the pieces, largest first, then the merges of split pieces.
+  if (n_pieces == 1 && n == 1) {  // decode at a short context: the calling thread alone, no dispatch
+    store(0);
+    piece(0);
+    for (const Merge& m : w.merges) merge(w, m, group, hd, qd, out);
+    return;
   }
+  parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) store(t);
+  });
+  pool.run(n_pieces, [&](int64_t i, int) { piece(i); });
+  pool.run(static_cast<int64_t>(w.merges.size()), [&](int64_t i, int) { merge(w, w.merges[static_cast<size_t>(i)], group, hd, qd, out); });
 }
 
 }  // namespace basalt::cpu

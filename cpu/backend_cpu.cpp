@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "cpu/backend_cpu.h"
 
-#include <omp.h>
-
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "core/util/threads.h"
 #include "core/model/model.h"
 #include "cpu/matmul.h"
 #include "cpu/moe.h"
@@ -26,7 +25,7 @@ class CpuBackend final : public Backend {
 
   // The engine's own probe (cpu/peaks.h) on all its threads: 64 MiB, a few ms.
   double measure_read_gbs() override {
-    const int threads = omp_get_max_threads();
+    const int threads = thread_count();
     return cpu::read_gbs(cpu::make_read_buffer(threads, 64), threads);
   }
 

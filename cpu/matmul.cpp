@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "cpu/matmul.h"
 
-#include <omp.h>
-
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
+#include "core/util/thread_pool.h"
 #include "cpu/onednn_matmul.h"
 #include "cpu/work_shares.h"
 
@@ -31,30 +31,34 @@ void matmul(const MatmulArgs& a, Isa isa) {
   if (onednn_wanted(*a.w, a.n_tok, isa) && onednn_matmul(a)) return;
   MatmulKernel k = find_matmul_kernel(*a.w, isa);
   const int64_t rows = a.r1 - a.r0;
-  // Row chunks a multiple of 16 so SIMD kernels can work on whole tiles.
-  const int n_threads = std::max(1, static_cast<int>(std::min<int64_t>(omp_get_max_threads(), (rows + 15) / 16)));
-  if (n_threads == 1) {
+  // One part per thread, row chunks a multiple of 16 so SIMD kernels can work
+  // on whole tiles. Parts are claimed from the pool's counter and the kernels
+  // take each other's tiles (WorkShares), so a late thread holds up nothing.
+  ThreadPool& pool = engine_pool();
+  const int n_parts = std::max(1, static_cast<int>(std::min<int64_t>(pool.size(), (rows + 15) / 16)));
+  if (n_parts == 1) {
     k(a);
     return;
   }
-  const bool balanced = n_threads <= WorkShares::kMaxThreads;
-  WorkShares shares(balanced ? n_threads : 1);
-#pragma omp parallel num_threads(n_threads)
-  {
-    int nt = omp_get_num_threads(), it = omp_get_thread_num();
-    int64_t per = (rows + nt - 1) / nt;
-    per = (per + 15) / 16 * 16;
-    int64_t lo = a.r0 + std::min<int64_t>(rows, per * it), hi = a.r0 + std::min<int64_t>(rows, per * (it + 1));
-    if (lo < hi) {
-      MatmulArgs part = a;
-      part.r0 = lo;
-      part.r1 = hi;
-      part.y = a.y + (lo - a.r0);
-      part.shares = balanced ? &shares : nullptr;
-      part.share = it;
-      k(part);
-    }
+  const bool balanced = n_parts <= WorkShares::kMaxThreads;
+  WorkShares shares(balanced ? n_parts : 1);
+  int64_t per = (rows + n_parts - 1) / n_parts;
+  per = (per + 15) / 16 * 16;
+  // The parts outlive every unit: a thread that took over some of a part's
+  // tiles reads its arguments after the part's own thread has moved on.
+  std::vector<MatmulArgs> parts(static_cast<size_t>(n_parts), a);
+  for (int it = 0; it < n_parts; ++it) {
+    MatmulArgs& part = parts[static_cast<size_t>(it)];
+    part.r0 = a.r0 + std::min<int64_t>(rows, per * it);
+    part.r1 = a.r0 + std::min<int64_t>(rows, per * (it + 1));
+    part.y = a.y + (part.r0 - a.r0);
+    part.shares = balanced ? &shares : nullptr;
+    part.share = it;
   }
+  pool.run(n_parts, [&](int64_t it, int) {
+    const MatmulArgs& part = parts[static_cast<size_t>(it)];
+    if (part.r0 < part.r1) k(part);
+  });
 }
 
 void matmul(const MatmulArgs& a) { matmul(a, selected_isa()); }

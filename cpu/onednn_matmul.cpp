@@ -6,8 +6,9 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/isa.h"
 #include "core/util/half.h"
+#include "core/util/thread_pool.h"
+#include "cpu/isa.h"
 
 #if BASALT_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -95,22 +96,23 @@ class Onednn {
 
 // f16 rows [rows][cols] to f32 (oneDNN 2.6's own f16 reorder is a slow reference loop).
 void widen_f16_rows(const uint8_t* src, float* dst, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* s = src + r * cols * 2;
-    float* d = dst + r * cols;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* s = src + r * cols * 2;
+      float* d = dst + r * cols;
 #if defined(BASALT_X86)
-    if (cpu_supports(Isa::avx2)) {
-      kernels::widen_f16_avx2(s, d, cols);
-      continue;
-    }
+      if (cpu_supports(Isa::avx2)) {
+        kernels::widen_f16_avx2(s, d, cols);
+        continue;
+      }
 #endif
-    for (int64_t i = 0; i < cols; ++i) {
-      uint16_t h;
-      std::memcpy(&h, s + 2 * i, 2);
-      d[i] = f16_to_f32(h);
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        d[i] = f16_to_f32(h);
+      }
     }
-  }
+  });
 }
 
 void run(const dnnl::matmul& mm, Dt src_dt, const void* x, int64_t m, int64_t k, int64_t ldx, Dt w_dt, const void* w, int64_t n,

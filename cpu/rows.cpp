@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The element-wise ops between matmuls over whole tensors: rows split across
-// the OpenMP threads, each row through the ISA's row kernels (cpu/rows.h),
+// the engine's threads (core/util/thread_pool.h), each row through the ISA's row kernels (cpu/rows.h),
 // quantized right after it is made when the caller wants the int8 form too.
 #include "cpu/rows.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "cpu/activations.h"
+#include "core/util/thread_pool.h"
 #include "cpu/ops.h"
 
 namespace basalt {
@@ -29,6 +28,8 @@ namespace {
 
 // Work below this many values stays on the calling thread.
 constexpr int64_t kParallelMin = 16384;
+// Rows of d values per chunk of the pool's work: half of that at least.
+int64_t rows_per_chunk(int64_t d) { return std::max<int64_t>(1, kParallelMin / 2 / std::max<int64_t>(d, 1)); }
 
 // Columns [c0, c1) of row t of yq from row y (yq already sized; c0, c1 multiples of 32).
 void quantize_cols(const RowKernels& k, const float* y, int64_t t, int64_t c0, int64_t c1, QuantizedActs& yq) {
@@ -60,15 +61,16 @@ void quantize_row(const RowKernels& k, const float* y, int64_t t, QuantizedActs&
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, QuantizedActs* yq) {
   if (yq) yq->resize(n, d);
   const RowKernels& k = row_kernels(selected_isa());
-#pragma omp parallel for schedule(static) if (n * d >= kParallelMin)
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * d;
-    float* yt = y + t * d;
-    const double ss = k.sum_squares(xt, d);
-    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
-    for (int64_t i = 0; i < d; ++i) yt[i] = xt[i] * scale * w[i];
-    if (yq) quantize_row(k, yt, t, *yq);
-  }
+  parallel_for(n, rows_per_chunk(d), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xt = x + t * d;
+      float* yt = y + t * d;
+      const double ss = k.sum_squares(xt, d);
+      const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+      for (int64_t i = 0; i < d; ++i) yt[i] = xt[i] * scale * w[i];
+      if (yq) quantize_row(k, yt, t, *yq);
+    }
+  });
 }
 
 void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq) {
@@ -80,23 +82,24 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
     // each thread reads what is in its own cache (but for the few tiles a
     // thread done early took over: cpu/work_shares.h).
     if (yq) zero_padding(0, *yq);
-#pragma omp parallel
-    {
-      const int64_t nt = omp_get_num_threads(), it = omp_get_thread_num();
-      const int64_t per = ((d + nt - 1) / nt + 31) / 32 * 32;
+    ThreadPool& pool = engine_pool();
+    const int64_t nt = pool.size();
+    const int64_t per = ((d + nt - 1) / nt + 31) / 32 * 32;
+    pool.run(nt, [&](int64_t it, int) {
       const int64_t c0 = std::min(d, per * it), c1 = std::min(d, c0 + per);
       if (c0 < c1) {
         k.swiglu(gate + c0, up + c0, y + c0, c1 - c0);
         if (yq) quantize_cols(k, y, 0, c0, c1, *yq);
       }
-    }
+    });
     return;
   }
-#pragma omp parallel for schedule(static) if (n * d >= kParallelMin)
-  for (int64_t t = 0; t < n; ++t) {
-    k.swiglu(gate + t * d, up + t * d, y + t * d, d);
-    if (yq) quantize_row(k, y + t * d, t, *yq);
-  }
+  parallel_for(n, rows_per_chunk(d), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      k.swiglu(gate + t * d, up + t * d, y + t * d, d);
+      if (yq) quantize_row(k, y + t * d, t, *yq);
+    }
+  });
 }
 
 }  // namespace cpu
@@ -104,8 +107,9 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out, Isa isa) {
   out.resize(n_tok, cols);
   const cpu::RowKernels& k = cpu::row_kernels(isa);
-#pragma omp parallel for schedule(static) if (n_tok * cols >= cpu::kParallelMin)
-  for (int64_t t = 0; t < n_tok; ++t) cpu::quantize_row(k, x + t * cols, t, out);
+  parallel_for(n_tok, cpu::rows_per_chunk(cols), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) cpu::quantize_row(k, x + t * cols, t, out);
+  });
 }
 
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out) {

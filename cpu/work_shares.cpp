@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "cpu/work_shares.h"
 
+#include <new>
+
 #include "core/error.h"
 
 namespace basalt {
@@ -16,6 +18,25 @@ int64_t WorkShares::steals_so_far() { return g_steals.load(std::memory_order_rel
 
 WorkShares::WorkShares(int n_threads) : n_(n_threads) {
   if (n_threads < 1 || n_threads > kMaxThreads) throw Error("internal: WorkShares for " + std::to_string(n_threads) + " threads");
+}
+
+WorkShares::~WorkShares() {
+  for (Room& r : rooms_)
+    if (r.mem) {
+      r.destroy(r.mem);
+      ::operator delete(r.mem, std::align_val_t{64});
+    }
+}
+
+void* WorkShares::room(int me, size_t bytes, void (*destroy)(void*)) {
+  Room& r = rooms_[me];
+  if (r.mem) {
+    r.destroy(r.mem);
+    ::operator delete(r.mem, std::align_val_t{64});
+  }
+  r.mem = ::operator new(bytes, std::align_val_t{64});
+  r.destroy = destroy;
+  return r.mem;
 }
 
 void WorkShares::publish(int me, int64_t n_units, const void* ctx) {

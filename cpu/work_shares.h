@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace basalt {
@@ -25,8 +26,8 @@ class WorkShares {
 
   explicit WorkShares(int n_threads);
   // Owner: units [0, n_units) of share `me` can be taken from now on. ctx is
-  // what a thief needs to run them: it must stay valid until the parallel
-  // region that uses these shares has ended.
+  // what a thief needs to run them: it must stay valid as long as these
+  // shares (room() gives such a place).
   void publish(int me, int64_t n_units, const void* ctx);
   // Owner: its next unit, or -1 when none is left.
   int64_t take(int me);
@@ -36,6 +37,16 @@ class WorkShares {
   // Successful steals in this process (tests check that sharing happens).
   static int64_t steals_so_far();
 
+  // Owner: `bytes` of memory (64-byte aligned) for share `me` that live as
+  // long as these shares, for the ctx a thief reads: the thread that ran the
+  // share may have moved on to another one by then. destroy(room) runs at
+  // the end. (Not a template: the ISA objects must not carry library code,
+  // tests/python/check_isa_objects.py.)
+  void* room(int me, size_t bytes, void (*destroy)(void*));
+  ~WorkShares();
+  WorkShares(const WorkShares&) = delete;
+  WorkShares& operator=(const WorkShares&) = delete;
+
  private:
   struct alignas(64) Share {
     std::atomic<uint64_t> range{0};  // front << 32 | back; empty while front >= back
@@ -43,6 +54,11 @@ class WorkShares {
   };
   int n_;
   Share shares_[kMaxThreads];
+  struct Room {
+    void* mem = nullptr;
+    void (*destroy)(void*) = nullptr;
+  };
+  Room rooms_[kMaxThreads];
 };
 
 }  // namespace basalt

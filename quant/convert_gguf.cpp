@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/util/thread_pool.h"
 #include "quant/ggml_blocks.h"
 #include "quant/qa_layout.h"
 
@@ -171,11 +172,9 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
   const size_t quant_region = static_cast<size_t>(w.cols / kQaBlock) * rowmajor_block_bytes(w.bits);
   const int64_t n_mats = w.rows / w.mat_rows, tiles = w.tiles_per_mat();
   uint8_t* dst = w.owned.get();
-#pragma omp parallel
-  {
+  parallel_for(n_mats * tiles, 1, [&](int64_t first, int64_t last) {
     std::vector<uint8_t> rm(kTileRows * rm_bytes);
-#pragma omp for schedule(static)
-    for (int64_t t_idx = 0; t_idx < n_mats * tiles; ++t_idx) {
+    for (int64_t t_idx = first; t_idx < last; ++t_idx) {
       const int64_t mat = t_idx / tiles, r0 = (t_idx % tiles) * kTileRows;
       const int n = static_cast<int>(std::min<int64_t>(kTileRows, w.mat_rows - r0));
       const uint8_t* rows[kTileRows] = {};
@@ -187,7 +186,7 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
       }
       qa_pack_tile(layout, rows, n, w.cols, dst + t_idx * w.tile_bytes);
     }
-  }
+  });
   return w;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/util/half.h"
+#include "core/util/thread_pool.h"
 #include "quant/qa_layout.h"
 
 namespace basalt {
@@ -115,33 +116,34 @@ Weight weight_from_gptq(const GptqTensors& t, const GptqParams& p, int64_t n_out
   const size_t rm = qa_rowmajor_bytes(p.bits, enc, n_in);
   const size_t quant_bytes = static_cast<size_t>(nb) * (p.bits == 8 ? 32 : 16);
   std::vector<uint8_t> rows(static_cast<size_t>(n_out) * rm);
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < n_out; ++o) {
-    uint8_t* row = rows.data() + static_cast<size_t>(o) * rm;
-    uint8_t* scales = row + quant_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t k = 0; k < kQaBlock; ++k) {
-        const int64_t i = perm[static_cast<size_t>(b * kQaBlock + k)];
-        // qweight's word row i / per holds inputs i of column o: a word per (row, column)
-        const int v = static_cast<int>((word(*t.qweight, i / per * n_out + o) >> (i % per * p.bits)) & ((1u << p.bits) - 1));
-        if (p.bits == 8) {
-          row[b * 32 + k] = static_cast<uint8_t>(static_cast<int8_t>(v - 128));
+  parallel_for(n_out, 16, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      uint8_t* row = rows.data() + static_cast<size_t>(o) * rm;
+      uint8_t* scales = row + quant_bytes;
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t k = 0; k < kQaBlock; ++k) {
+          const int64_t i = perm[static_cast<size_t>(b * kQaBlock + k)];
+          // qweight's word row i / per holds inputs i of column o: a word per (row, column)
+          const int v = static_cast<int>((word(*t.qweight, i / per * n_out + o) >> (i % per * p.bits)) & ((1u << p.bits) - 1));
+          if (p.bits == 8) {
+            row[b * 32 + k] = static_cast<uint8_t>(static_cast<int8_t>(v - 128));
+          } else {
+            uint8_t& byte = row[b * 16 + k % 16];
+            byte = static_cast<uint8_t>(k < 16 ? (byte & 0xF0) | v : (byte & 0x0F) | (v << 4));
+          }
+        }
+        const int64_t g = block_group[static_cast<size_t>(b)];
+        const uint16_t scale = half_at(*t.scales, g * n_out + o);
+        if (enc == QaScales::f16_sym) {
+          std::memcpy(scales + 2 * b, &scale, 2);
         } else {
-          uint8_t& byte = row[b * 16 + k % 16];
-          byte = static_cast<uint8_t>(k < 16 ? (byte & 0xF0) | v : (byte & 0x0F) | (v << 4));
+          const uint16_t zero = f32_to_f16(static_cast<float>(z.value(g, o) + stored_offset - (p.bits == 8 ? 128 : 0)));
+          std::memcpy(scales + 4 * b, &scale, 2);
+          std::memcpy(scales + 4 * b + 2, &zero, 2);
         }
       }
-      const int64_t g = block_group[static_cast<size_t>(b)];
-      const uint16_t scale = half_at(*t.scales, g * n_out + o);
-      if (enc == QaScales::f16_sym) {
-        std::memcpy(scales + 2 * b, &scale, 2);
-      } else {
-        const uint16_t zero = f32_to_f16(static_cast<float>(z.value(g, o) + stored_offset - (p.bits == 8 ? 128 : 0)));
-        std::memcpy(scales + 4 * b, &scale, 2);
-        std::memcpy(scales + 4 * b + 2, &zero, 2);
-      }
     }
-  }
+  });
   Weight w = qa_weight_from_rows(name, p.bits, enc, n_out, n_in, rows.data());
   bool identity = true;
   for (int64_t i = 0; i < n_in && identity; ++i) identity = perm[static_cast<size_t>(i)] == i;

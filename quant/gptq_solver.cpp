@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/util/half.h"
+#include "core/util/thread_pool.h"
 
 namespace basalt {
 
@@ -60,8 +61,9 @@ bool cholesky(std::vector<double>& a, int64_t n) {
     if (!(d > 0)) return false;
     const double ljj = std::sqrt(d);
     a[j * n + j] = ljj;
-#pragma omp parallel for schedule(static) if (n - j > 128)
-    for (int64_t i = j + 1; i < n; ++i) a[i * n + j] = (a[i * n + j] - dot(&a[i * n], &a[j * n], j)) / ljj;
+    parallel_for(n - j - 1, 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = j + 1 + b; i < j + 1 + e; ++i) a[i * n + j] = (a[i * n + j] - dot(&a[i * n], &a[j * n], j)) / ljj;
+    });
     for (int64_t k = j + 1; k < n; ++k) a[j * n + k] = 0;
   }
   return true;
@@ -76,12 +78,13 @@ bool inverse_upper_factor(std::vector<double>& h, int64_t n) {
   if (!cholesky(h, n)) return false;
   // Column c of L^-1, by forward substitution, stored as row c of t so the inner loops read memory in order.
   std::vector<double> t(static_cast<size_t>(n * n), 0.0);
-#pragma omp parallel for schedule(dynamic, 16)
-  for (int64_t c = 0; c < n; ++c) {
-    double* col = &t[c * n];
-    col[c] = 1 / h[c * n + c];
-    for (int64_t i = c + 1; i < n; ++i) col[i] = -dot(&h[i * n + c], &col[c], i - c) / h[i * n + i];
-  }
+  engine_pool().run((n + 15) / 16, [&](int64_t chunk, int) {  // 16 columns a unit: their costs differ
+    for (int64_t c = chunk * 16; c < std::min(n, chunk * 16 + 16); ++c) {
+      double* col = &t[c * n];
+      col[c] = 1 / h[c * n + c];
+      for (int64_t i = c + 1; i < n; ++i) col[i] = -dot(&h[i * n + c], &col[c], i - c) / h[i * n + i];
+    }
+  });
   // U[i][j] = (L^-1)[n-1-i][n-1-j] = t[n-1-j][n-1-i].
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) h[i * n + j] = j >= i ? t[(n - 1 - j) * n + (n - 1 - i)] : 0.0;
@@ -163,42 +166,46 @@ GptqLayer gptq_quantize(const float* w_in, int64_t n_out, int64_t n_in, const Gp
   GptqLayer out = empty_layer(n_out, n_in, gs);
   std::vector<Grid> grid(static_cast<size_t>(n_out));
   std::vector<double> err(static_cast<size_t>(n_out * opt.block));
-  // Threads only where a column's work is worth a fork and join (several per column).
+  // Threads only where a column's work is worth a dispatch (several per column).
   const bool wide = n_out * std::min(opt.block, n) >= (1 << 16);
+  const int64_t grain = wide ? 1 : n_out;  // parallel_for runs one chunk inline
   for (int64_t i1 = 0; i1 < n; i1 += opt.block) {
     const int64_t i2 = std::min(n, i1 + opt.block), nb = i2 - i1;
     for (int64_t i = i1; i < i2; ++i) {
       const int64_t g = i / gs;
       if (i % gs == 0) {  // the group's grid, from the columns as the updates so far left them
-#pragma omp parallel for schedule(static) if (wide)
-        for (int64_t o = 0; o < n_out; ++o) {
-          grid[static_cast<size_t>(o)] = find_grid(&w[o * n + i], std::min(gs, n - i), maxq, opt.sym);
-          out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(grid[static_cast<size_t>(o)].scale);
-          out.zeros[static_cast<size_t>(g * n_out + o)] = grid[static_cast<size_t>(o)].zero;
-        }
+        parallel_for(n_out, grain, [&](int64_t o0, int64_t o1) {
+          for (int64_t o = o0; o < o1; ++o) {
+            grid[static_cast<size_t>(o)] = find_grid(&w[o * n + i], std::min(gs, n - i), maxq, opt.sym);
+            out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(grid[static_cast<size_t>(o)].scale);
+            out.zeros[static_cast<size_t>(g * n_out + o)] = grid[static_cast<size_t>(o)].zero;
+          }
+        });
       }
       out.g_idx[static_cast<size_t>(perm[i])] = static_cast<int32_t>(g);
       const double d = u[i * n + i];
-#pragma omp parallel for schedule(static) if (wide)
-      for (int64_t o = 0; o < n_out; ++o) {
-        double* row = &w[o * n];
-        const Grid& gr = grid[static_cast<size_t>(o)];
-        const int qv = quantize_value(row[i], gr, maxq);
-        out.q[static_cast<size_t>(o * n_in + perm[i])] = qv;
-        const double e = (row[i] - static_cast<double>(gr.scale) * (qv - gr.zero)) / d;
-        err[static_cast<size_t>(o * opt.block + (i - i1))] = e;
-        sub_scaled(row + i + 1, &u[i * n + i + 1], e, i2 - i - 1);  // within the block: at once
-      }
+      parallel_for(n_out, grain, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          double* row = &w[o * n];
+          const Grid& gr = grid[static_cast<size_t>(o)];
+          const int qv = quantize_value(row[i], gr, maxq);
+          out.q[static_cast<size_t>(o * n_in + perm[i])] = qv;
+          const double e = (row[i] - static_cast<double>(gr.scale) * (qv - gr.zero)) / d;
+          err[static_cast<size_t>(o * opt.block + (i - i1))] = e;
+          sub_scaled(row + i + 1, &u[i * n + i + 1], e, i2 - i - 1);  // within the block: at once
+        }
+      });
     }
     // The block's errors onto every later column, in one pass (the lazy batch update).
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < n_out; ++o)
-      for (int64_t k = 0; k < nb; ++k) {
-        const double e = err[static_cast<size_t>(o * opt.block + k)];
-        const double* ur = &u[(i1 + k) * n];
-        double* row = &w[o * n];
-        sub_scaled(row + i2, ur + i2, e, n - i2);
-      }
+    parallel_for(n_out, 1, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o)
+        for (int64_t k = 0; k < nb; ++k) {
+          const double e = err[static_cast<size_t>(o * opt.block + k)];
+          const double* ur = &u[(i1 + k) * n];
+          double* row = &w[o * n];
+          sub_scaled(row + i2, ur + i2, e, n - i2);
+        }
+    });
   }
   return out;
 }
@@ -209,15 +216,16 @@ GptqLayer rtn_quantize(const float* w, int64_t n_out, int64_t n_in, const GptqOp
   const int64_t gs = opt.group_size == -1 ? n_in : opt.group_size;
   GptqLayer out = empty_layer(n_out, n_in, gs);
   for (int64_t i = 0; i < n_in; ++i) out.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / gs);
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < n_out; ++o)
-    for (int64_t g = 0; g < out.n_groups; ++g) {
-      const int64_t i0 = g * gs, i1 = std::min(n_in, i0 + gs);
-      const Grid gr = find_grid(w + o * n_in + i0, i1 - i0, maxq, opt.sym);
-      out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(gr.scale);
-      out.zeros[static_cast<size_t>(g * n_out + o)] = gr.zero;
-      for (int64_t i = i0; i < i1; ++i) out.q[static_cast<size_t>(o * n_in + i)] = quantize_value(w[o * n_in + i], gr, maxq);
-    }
+  parallel_for(n_out, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t g = 0; g < out.n_groups; ++g) {
+        const int64_t i0 = g * gs, i1 = std::min(n_in, i0 + gs);
+        const Grid gr = find_grid(w + o * n_in + i0, i1 - i0, maxq, opt.sym);
+        out.scales[static_cast<size_t>(g * n_out + o)] = f32_to_f16(gr.scale);
+        out.zeros[static_cast<size_t>(g * n_out + o)] = gr.zero;
+        for (int64_t i = i0; i < i1; ++i) out.q[static_cast<size_t>(o * n_in + i)] = quantize_value(w[o * n_in + i], gr, maxq);
+      }
+  });
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/util/half.h"
+#include "core/util/thread_pool.h"
 #include "quant/qa_layout.h"
 
 namespace basalt {
@@ -57,24 +58,25 @@ Weight quantize_rtn(const Weight& w, RtnType type) {
   const size_t row_bytes = qa_rowmajor_bytes(bits, QaScales::f16_sym, w.cols);
   const size_t block_bytes = bits == 8 ? 32 : 16;
   std::vector<uint8_t> rows(static_cast<size_t>(w.rows) * row_bytes);
-  std::vector<float> x(static_cast<size_t>(w.cols));
-#pragma omp parallel for schedule(static) firstprivate(x)
-  for (int64_t r = 0; r < w.rows; ++r) {
-    dequantize_row(w, r, x.data());
-    uint8_t* out = rows.data() + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      int8_t q[32];
-      uint16_t d;
-      (bits == 8 ? q8_0_block : q4_0_block)(x.data() + b * 32, q, &d);
-      uint8_t* blk = out + b * block_bytes;
-      if (bits == 8) {
-        std::memcpy(blk, q, 32);
-      } else {  // the engine's nibble order is Q4_0's: low = q[j], high = q[j + 16]
-        for (int j = 0; j < 16; ++j) blk[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+  parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> x(static_cast<size_t>(w.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize_row(w, r, x.data());
+      uint8_t* out = rows.data() + static_cast<size_t>(r) * row_bytes;
+      for (int64_t b = 0; b < nb; ++b) {
+        int8_t q[32];
+        uint16_t d;
+        (bits == 8 ? q8_0_block : q4_0_block)(x.data() + b * 32, q, &d);
+        uint8_t* blk = out + b * block_bytes;
+        if (bits == 8) {
+          std::memcpy(blk, q, 32);
+        } else {  // the engine's nibble order is Q4_0's: low = q[j], high = q[j + 16]
+          for (int j = 0; j < 16; ++j) blk[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+        }
+        std::memcpy(out + nb * block_bytes + 2 * b, &d, 2);
       }
-      std::memcpy(out + nb * block_bytes + 2 * b, &d, 2);
     }
-  }
+  });
   return qa_weight_from_rows(w.name, bits, QaScales::f16_sym, w.rows, w.cols, rows.data(), w.mat_rows);
 }
 

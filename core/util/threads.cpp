@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -25,8 +27,18 @@ int physical_core_count() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-void set_thread_count(int n) { omp_set_num_threads(n > 0 ? n : physical_core_count()); }
+namespace {
+std::atomic<bool> g_pin{false};
+}
+
+void set_thread_count(int n, bool pin) {
+  omp_set_num_threads(n > 0 ? n : physical_core_count());
+  const char* env = std::getenv("BASALT_CPU_AFFINITY");
+  g_pin = pin || (env && env[0] == '1');
+}
 
 int thread_count() { return omp_get_max_threads(); }
+
+bool pin_threads_wanted() { return g_pin; }
 
 }  // namespace basalt

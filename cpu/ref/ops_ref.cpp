@@ -5,6 +5,7 @@
 
 #include "cpu/ops.h"
 #include "core/util/half.h"
+#include "core/util/thread_pool.h"
 
 namespace basalt::cpu {
 
@@ -42,9 +43,9 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < spec.n_head; ++h) {
+  engine_pool().run(n * spec.n_head, [&](int64_t unit, int) {
+    {
+      const int64_t t = unit / spec.n_head, h = unit % spec.n_head;
       const float* qh = q + t * qd + h * hd;
       float* oh = out + t * qd + h * hd;
       const int64_t kvh = h / group;
@@ -64,7 +65,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       }
       for (int64_t i = 0; i < hd; ++i) oh[i] = acc[i] / l;
     }
-  }
+  });
 }
 
 }  // namespace basalt::cpu

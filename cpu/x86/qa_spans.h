@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
 #include "cpu/matmul.h"
@@ -55,12 +56,20 @@ struct SpanUnits {
 // the back half of another's (cpu/work_shares.h).
 template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2>
 void for_spans(const MatmulArgs& a, Run run) {
-  // Static: a thief may read them until the parallel region ends, after this returns.
-  thread_local std::vector<Span> spans;
-  thread_local SpanUnits own;
-  collect_spans(a, spans);
+  // With shares, a thief may read them after this returns: they live as long
+  // as the shares. Alone, this thread's own copy is reused.
+  struct State {
+    std::vector<Span> spans;
+    SpanUnits units;
+  };
+  thread_local State alone;
+  State& state = a.shares ? *new (a.shares->room(a.share, sizeof(State), [](void* s) { static_cast<State*>(s)->~State(); }))
+                                State()
+                          : alone;
+  collect_spans(a, state.spans);
   const bool decode = a.n_tok <= kPairTokens;
-  own = {spans.data(), static_cast<int64_t>(spans.size()), 0, a};
+  SpanUnits& own = state.units;
+  own = {state.spans.data(), static_cast<int64_t>(state.spans.size()), 0, a};
   if (decode) own.pairs = own.n_spans / kStreams;
   const int64_t n_units = own.n_spans - (kStreams - 1) * own.pairs;
 

@@ -18,6 +18,7 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
   else
     app.add_option("-m,--model", o.model, "GGUF model file or HF model folder (default: SmolLM2-135M-Instruct)");
   app.add_option("-t,--threads", o.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  app.add_flag("--cpu-affinity", o.cpu_affinity, "pin each thread to a CPU of its own (default: off)");
   app.add_option("-c,--ctx-size", o.ctx_size, "context size in tokens (default: the model's, at most 4096)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("-b,--ubatch", o.ubatch, "prompt tokens per prefill chunk")->check(CLI::Range(int64_t{1}, int64_t{65536}));
@@ -101,7 +102,7 @@ std::string default_model_path() {
 }
 
 std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
-  set_thread_count(o.threads);
+  set_thread_count(o.threads, o.cpu_affinity);
   const std::string path = o.model.empty() ? default_model_path() : o.model;
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load;

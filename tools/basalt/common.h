@@ -20,6 +20,7 @@ namespace basalt::cli {
 struct ModelOptions {
   std::string model;  // "" = the default model
   int threads = 0;    // 0 = physical cores
+  bool cpu_affinity = false;
   int64_t ctx_size = 0;  // 0 = min(training context, 4096)
   int64_t ubatch = 512;
   std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
