@@ -41,12 +41,16 @@ void matmul(const MatmulArgs& a, Isa isa) {
     return;
   }
   const bool balanced = n_parts <= WorkShares::kMaxThreads;
-  WorkShares shares(balanced ? n_parts : 1);
+  // Kept per calling thread, with the kernels' rooms in it, from call to call.
+  thread_local WorkShares shares(1);
+  shares.reset(balanced ? n_parts : 1);
   int64_t per = (rows + n_parts - 1) / n_parts;
   per = (per + 15) / 16 * 16;
   // The parts outlive every unit: a thread that took over some of a part's
   // tiles reads its arguments after the part's own thread has moved on.
-  std::vector<MatmulArgs> parts(static_cast<size_t>(n_parts), a);
+  thread_local std::vector<MatmulArgs> kept_parts;
+  std::vector<MatmulArgs>& parts = kept_parts;  // the caller's: a pool thread naming kept_parts gets its own
+  parts.assign(static_cast<size_t>(n_parts), a);
   for (int it = 0; it < n_parts; ++it) {
     MatmulArgs& part = parts[static_cast<size_t>(it)];
     part.r0 = a.r0 + std::min<int64_t>(rows, per * it);

@@ -28,13 +28,25 @@ WorkShares::~WorkShares() {
     }
 }
 
-void* WorkShares::room(int me, size_t bytes, void (*destroy)(void*)) {
+void WorkShares::reset(int n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads) throw Error("internal: WorkShares for " + std::to_string(n_threads) + " threads");
+  n_ = n_threads;
+  for (int i = 0; i < n_; ++i) {
+    shares_[i].range.store(0, std::memory_order_relaxed);
+    shares_[i].ctx = nullptr;
+  }
+}
+
+void* WorkShares::room(int me, size_t bytes, void (*destroy)(void*), bool* fresh) {
   Room& r = rooms_[me];
+  *fresh = !(r.mem && r.destroy == destroy && r.bytes >= bytes);
+  if (!*fresh) return r.mem;
   if (r.mem) {
     r.destroy(r.mem);
     ::operator delete(r.mem, std::align_val_t{64});
   }
   r.mem = ::operator new(bytes, std::align_val_t{64});
+  r.bytes = bytes;
   r.destroy = destroy;
   return r.mem;
 }

@@ -37,12 +37,17 @@ class WorkShares {
   // Successful steals in this process (tests check that sharing happens).
   static int64_t steals_so_far();
 
+  // For the next call: n_threads shares, all empty (rooms are kept).
+  void reset(int n_threads);
+
   // Owner: `bytes` of memory (64-byte aligned) for share `me` that live as
   // long as these shares, for the ctx a thief reads: the thread that ran the
-  // share may have moved on to another one by then. destroy(room) runs at
-  // the end. (Not a template: the ISA objects must not carry library code,
-  // tests/python/check_isa_objects.py.)
-  void* room(int me, size_t bytes, void (*destroy)(void*));
+  // share may have moved on to another one by then. *fresh: the memory is
+  // new (construct the object; destroy(room) runs when it is replaced or at
+  // the end); else it holds the object the last call with the same destroy
+  // left, to reuse. (Not a template: the ISA objects must not carry library
+  // code, tests/python/check_isa_objects.py.)
+  void* room(int me, size_t bytes, void (*destroy)(void*), bool* fresh);
   ~WorkShares();
   WorkShares(const WorkShares&) = delete;
   WorkShares& operator=(const WorkShares&) = delete;
@@ -56,6 +61,7 @@ class WorkShares {
   Share shares_[kMaxThreads];
   struct Room {
     void* mem = nullptr;
+    size_t bytes = 0;
     void (*destroy)(void*) = nullptr;
   };
   Room rooms_[kMaxThreads];

@@ -14,7 +14,7 @@
 # on a shared machine drifts by more than the difference looked for).
 #
 # On CPUs that report AMX without the kernel enabling it (this machine kind),
-# a GGML_NATIVE build dies with SIGILL; build llama-cpp-python like this:
+# a GGML_NATIVE build dies (SIGILL; SIGSEGV on an Intel Xeon on 2026-12-02); build llama-cpp-python like this:
 #   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 #     -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON
 #     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" pip install llama-cpp-python

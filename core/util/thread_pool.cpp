@@ -153,15 +153,20 @@ void ThreadPool::worker_main(int thread) {
 ThreadPool& engine_pool() {
   static std::mutex m;
   static std::unique_ptr<ThreadPool> pool;
-  static bool pinned = false;
-  std::lock_guard<std::mutex> lock(m);
+  static std::atomic<ThreadPool*> ready{nullptr};
+  static std::atomic<bool> pinned{false};
   const int n = thread_count();
   const bool pin = pin_threads_wanted();
+  ThreadPool* p = ready.load(std::memory_order_acquire);
+  if (p && p->size() == n && pin == pinned.load(std::memory_order_relaxed)) return *p;
+  std::lock_guard<std::mutex> lock(m);
   if (!pool || pool->size() != n || pin != pinned) {
+    ready.store(nullptr);
     pool.reset();
     pool = std::make_unique<ThreadPool>(n);
     if (pin) pool->pin_threads();
     pinned = pin;
+    ready.store(pool.get(), std::memory_order_release);
   }
   return *pool;
 }

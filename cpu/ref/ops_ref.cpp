@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Portable implementations of the CPU ops (the compiler vectorizes the loops).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,30 +12,35 @@ namespace basalt::cpu {
 
 void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
   const float theta_scale = std::pow(p.theta_base, -2.0f / static_cast<float>(p.rope_dim));
-  for (int64_t t = 0; t < n; ++t) {
-    float theta = static_cast<float>(pos[t]) * p.freq_scale;
-    for (int64_t i = 0; i < half; ++i) {
-      cs[i] = std::cos(theta);
-      sn[i] = std::sin(theta);
-      theta *= theta_scale;
-    }
-    for (int64_t h = 0; h < p.n_head; ++h) {
-      float* xh = x + (t * p.n_head + h) * p.head_dim;
+  // Tokens in chunks across the pool (prefill); a decode token stays on the caller.
+  parallel_for(n, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, p.n_head * p.head_dim)), [&](int64_t t0, int64_t t1) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t t = t0; t < t1; ++t) {
+      float theta = static_cast<float>(pos[t]) * p.freq_scale;
       for (int64_t i = 0; i < half; ++i) {
-        const int64_t a = p.style == RopeStyle::normal ? 2 * i : i;
-        const int64_t b = p.style == RopeStyle::normal ? 2 * i + 1 : i + half;
-        const float x0 = xh[a], x1 = xh[b];
-        xh[a] = x0 * cs[i] - x1 * sn[i];
-        xh[b] = x0 * sn[i] + x1 * cs[i];
+        cs[i] = std::cos(theta);
+        sn[i] = std::sin(theta);
+        theta *= theta_scale;
+      }
+      for (int64_t h = 0; h < p.n_head; ++h) {
+        float* xh = x + (t * p.n_head + h) * p.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = p.style == RopeStyle::normal ? 2 * i : i;
+          const int64_t b = p.style == RopeStyle::normal ? 2 * i + 1 : i + half;
+          const float x0 = xh[a], x1 = xh[b];
+          xh[a] = x0 * cs[i] - x1 * sn[i];
+          xh[b] = x0 * sn[i] + x1 * cs[i];
+        }
       }
     }
-  }
+  });
 }
 
 void add(const float* a, const float* b, float* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+  parallel_for(count, 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = a[i] + b[i];
+  });
 }
 
 void attention_ref(const float* q, const float* k, const float* v, float* out, const Batch& batch, KvCache& kv,

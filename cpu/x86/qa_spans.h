@@ -63,13 +63,16 @@ void for_spans(const MatmulArgs& a, Run run) {
     SpanUnits units;
   };
   thread_local State alone;
-  State& state = a.shares ? *new (a.shares->room(a.share, sizeof(State), [](void* s) { static_cast<State*>(s)->~State(); }))
-                                State()
-                          : alone;
-  collect_spans(a, state.spans);
+  State* state = &alone;
+  if (a.shares) {
+    bool fresh = false;
+    void* room = a.shares->room(a.share, sizeof(State), [](void* s) { static_cast<State*>(s)->~State(); }, &fresh);
+    state = fresh ? new (room) State() : static_cast<State*>(room);
+  }
+  collect_spans(a, state->spans);
   const bool decode = a.n_tok <= kPairTokens;
-  SpanUnits& own = state.units;
-  own = {state.spans.data(), static_cast<int64_t>(state.spans.size()), 0, a};
+  SpanUnits& own = state->units;
+  own = {state->spans.data(), static_cast<int64_t>(state->spans.size()), 0, a};
   if (decode) own.pairs = own.n_spans / kStreams;
   const int64_t n_units = own.n_spans - (kStreams - 1) * own.pairs;
 
