@@ -449,19 +449,8 @@ int32_t BpeEncoder::symbol_id(const std::string& byte_text) {
 }
 
 std::string BpeEncoder::token_bytes(std::string_view token_text) const {
+  if (pre_.symbols == BpeSymbols::utf8) return pre_.escape_spaces ? unescape_spaces(token_text) : std::string(token_text);
   std::string out;
-  if (pre_.symbols == BpeSymbols::utf8) {
-    if (!pre_.escape_spaces) return std::string(token_text);
-    for (size_t pos = 0; pos < token_text.size();) {
-      if (token_text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
-        out += ' ';
-        pos += kSpaceMark.size();
-      } else {
-        out += token_text[pos++];
-      }
-    }
-    return out;
-  }
   out.reserve(token_text.size());
   for (size_t pos = 0; pos < token_text.size();) {
     Utf8Char c = utf8_next(token_text, pos);

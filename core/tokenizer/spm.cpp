@@ -11,6 +11,20 @@
 
 namespace basalt::tokenizer_detail {
 
+std::string unescape_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
+      out += ' ';
+      pos += kSpaceMark.size();
+    } else {
+      out += text[pos++];
+    }
+  }
+  return out;
+}
+
 namespace {
 
 struct Symbol {

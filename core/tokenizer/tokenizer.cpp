@@ -299,18 +299,7 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
       return b < 0 ? text : std::string(1, static_cast<char>(b));
     }
     case TokenType::normal: {
-      if (!m.spm) return m.bpe->token_bytes(text);
-      std::string out;
-      out.reserve(text.size());
-      for (size_t pos = 0; pos < text.size();) {
-        if (text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) {
-          out += ' ';
-          pos += kSpaceMark.size();
-        } else {
-          out += text[pos++];
-        }
-      }
-      return out;
+      return m.spm ? unescape_spaces(text) : m.bpe->token_bytes(text);
     }
     case TokenType::unused:
     case TokenType::undefined:

@@ -23,6 +23,8 @@ namespace basalt::tokenizer_detail {
 
 // SentencePiece's visible space, U+2581.
 constexpr std::string_view kSpaceMark = "\xe2\x96\x81";
+// text with every U+2581 as a space.
+std::string unescape_spaces(std::string_view text);
 
 // A byte that does not start a well-formed sequence decodes on its own to
 // this value (class other), so ill-formed text can still be split and then

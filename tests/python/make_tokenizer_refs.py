@@ -24,6 +24,8 @@ import tempfile
 
 import llama_cpp
 
+from make_model import bytes_to_unicode
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # name -> (base model, overrides as TokenizerData fields, the same as GGUF keys)
@@ -182,18 +184,6 @@ def random_strings(n: int) -> list[str]:
     for _ in range(n):
         k = rng.randint(2, 24)
         out.append("".join(rng.choice(POOL) for _ in range(k)))
-    return out
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    out, n = {}, 0
-    for b in range(256):
-        if b in printable:
-            out[b] = chr(b)
-        else:
-            out[b] = chr(256 + n)
-            n += 1
     return out
 
 
