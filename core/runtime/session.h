@@ -12,7 +12,7 @@
 #include "core/runtime/executor.h"
 #include "core/model/model.h"
 #include "core/graph/kv_cache.h"
-#include "core/runtime/sampler.h"
+#include "core/runtime/generation.h"
 
 namespace basalt {
 
@@ -43,25 +43,9 @@ class Session {
   std::vector<int32_t> tokens_;
 };
 
-struct GenerateOptions {
-  int32_t max_tokens = 256;         // < 0: until the context is full
-  std::vector<std::string> stop;    // stop strings (not included in the output)
-  SamplingParams sampling;
-  bool stop_at_end_of_generation = true;
-};
-
-struct GenerationStats {
-  int64_t n_prompt = 0, n_prefilled = 0, n_generated = 0;
-  double prefill_s = 0, decode_s = 0;
-  std::string stop_reason;  // "eos", "stop string", "length", "context full", "cancelled"
-  double prefill_tps() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
-  double decode_tps() const { return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0; }
-};
-
 // Runs the prompt (context = prompt) then samples; each complete piece of
 // UTF-8 text goes to on_text as it comes. on_text returns false to cancel.
 GenerationStats generate(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
-                         const std::function<bool(std::string_view)>& on_text,
-                         std::vector<int32_t>* generated = nullptr);
+                         const TextSink& on_text, std::vector<int32_t>* generated = nullptr);
 
 }  // namespace basalt

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+#include "core/runtime/generation.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace basalt {
+
+Generation::Generation(const Tokenizer& tok, const GenerateOptions& opt, const std::vector<int32_t>& prompt,
+                       int64_t n_vocab, TextSink on_text)
+    : tok_(tok),
+      opt_(opt),
+      n_vocab_(n_vocab),
+      on_text_(std::move(on_text)),
+      sampler_(opt.sampling),
+      decoder_(tok),
+      history_(prompt) {
+  stats_.n_prompt = static_cast<int64_t>(prompt.size());
+}
+
+void Generation::emit(const std::string& s) {
+  if (!s.empty() && !cancelled_ && on_text_ && !on_text_(s)) cancelled_ = true;
+}
+
+// Adds text to what is held back; returns what can go out now: all of it but
+// a tail that may still grow into a stop string, or, when a stop string has
+// appeared, the text before it (and the request ends).
+std::string Generation::release(std::string_view text, bool* stopped) {
+  pending_ += text;
+  size_t cut = std::string::npos;
+  for (const std::string& s : opt_.stop) {
+    if (s.empty()) continue;
+    const size_t at = pending_.find(s);
+    if (at != std::string::npos) cut = std::min(cut, at);
+  }
+  if (cut != std::string::npos) {
+    *stopped = true;
+    std::string out = pending_.substr(0, cut);
+    pending_.clear();
+    return out;
+  }
+  size_t keep = 0;  // the longest tail of pending_ that begins a stop string
+  for (const std::string& s : opt_.stop)
+    for (size_t len = std::min(s.empty() ? 0 : s.size() - 1, pending_.size()); len > keep; --len)
+      if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
+        keep = len;
+        break;
+      }
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+void Generation::finish(const char* reason) {
+  stats_.stop_reason = reason;
+  if (stats_.stop_reason != "stop string") {
+    bool stopped = false;
+    std::string tail = release(decoder_.flush(), &stopped);
+    emit(tail + std::exchange(pending_, {}));
+  }
+}
+
+void Generation::cancel() {
+  if (done()) return;
+  cancelled_ = true;
+  stats_.stop_reason = "cancelled";
+}
+
+int32_t Generation::step(const float* logits, int64_t context_left) {
+  if (done()) return -1;
+  if (opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens) return finish("length"), -1;
+  const int32_t id = sampler_.sample(logits, n_vocab_, history_);
+  if (opt_.stop_at_end_of_generation && tok_.is_end_of_generation(id)) return finish("eos"), -1;
+  ++stats_.n_generated;
+  history_.push_back(id);
+  generated_.push_back(id);
+  bool stopped = false;
+  emit(release(decoder_.feed(id), &stopped));
+  if (stopped) return finish("stop string"), -1;
+  if (cancelled_) return finish("cancelled"), -1;
+  if (context_left <= 0) return finish("context full"), -1;
+  if (opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens) return finish("length"), -1;
+  return id;
+}
+
+}  // namespace basalt

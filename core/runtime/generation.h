@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+// One request's side of generating text, whoever runs the model: from each
+// step's logits it samples the next token, decides whether the request has
+// ended (end of generation, a stop string, max tokens, a full context, a
+// cancel), and turns tokens into complete UTF-8 pieces with stop strings held
+// back until they can no longer match. Session's generate() and the batching
+// scheduler both drive one per request.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/runtime/sampler.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace basalt {
+
+struct GenerateOptions {
+  int32_t max_tokens = 256;         // < 0: until the context is full
+  std::vector<std::string> stop;    // stop strings (not included in the output)
+  SamplingParams sampling;
+  bool stop_at_end_of_generation = true;
+};
+
+struct GenerationStats {
+  int64_t n_prompt = 0, n_prefilled = 0, n_generated = 0;
+  double prefill_s = 0, decode_s = 0;
+  std::string stop_reason;  // "eos", "stop string", "length", "context full", "cancelled"
+  double prefill_tps() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
+  double decode_tps() const { return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0; }
+};
+
+// Text pieces go to on_text as they are complete; it returns false to cancel.
+using TextSink = std::function<bool(std::string_view)>;
+
+class Generation {
+ public:
+  // n_vocab: the ids sampling may pick (an HF embedding may be padded past the tokenizer).
+  Generation(const Tokenizer& tok, const GenerateOptions& opt, const std::vector<int32_t>& prompt, int64_t n_vocab,
+             TextSink on_text);
+
+  // The logits after the last token (prompt or generated). Returns the token
+  // to run next, or -1 when the request has ended (stats().stop_reason says
+  // why; the held-back text has been emitted). context_left: positions the
+  // request may still fill after this token's.
+  int32_t step(const float* logits, int64_t context_left);
+  // Ends the request from outside (a cancel): emits nothing more.
+  void cancel();
+
+  bool done() const { return !stats_.stop_reason.empty(); }
+  const GenerationStats& stats() const { return stats_; }
+  GenerationStats& stats() { return stats_; }
+  const std::vector<int32_t>& generated() const { return generated_; }
+
+ private:
+  void finish(const char* reason);
+  void emit(const std::string& s);
+  std::string release(std::string_view text, bool* stopped);
+
+  const Tokenizer& tok_;
+  GenerateOptions opt_;
+  int64_t n_vocab_;
+  TextSink on_text_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  std::vector<int32_t> history_;  // prompt and generated tokens (the repetition penalty reads it)
+  std::vector<int32_t> generated_;
+  std::string pending_;  // text held back: it may still become a stop string
+  bool cancelled_ = false;
+  GenerationStats stats_;
+};
+
+}  // namespace basalt
