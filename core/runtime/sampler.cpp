@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The chain runs in llama.cpp's order: penalty, top-k, top-p, min-p,
+// The chain runs in llama.cpp's order: logit bias, penalties, top-k, top-p, min-p,
 // temperature, then a draw from the remaining distribution.
 #include "core/runtime/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -18,20 +18,29 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   if (p.min_p < 0 || p.min_p > 1) throw Error("min-p must be in [0, 1]");
   if (!(p.repeat_penalty > 0) || p.repeat_penalty > 10) throw Error("repeat penalty must be in (0, 10]");
   if (p.repeat_last_n < 0) throw Error("repeat-last-n must be >= 0");
+  if (!(std::fabs(p.presence_penalty) <= 2) || !(std::fabs(p.frequency_penalty) <= 2))
+    throw Error("presence and frequency penalties must be in [-2, 2]");
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id < 0 || std::isnan(bias)) throw Error("logit bias: token " + std::to_string(id) + " is not a token id, or the bias is not a number");
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 
-  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
-    std::unordered_set<int32_t> seen;
+  for (const auto& [id, bias] : p_.logit_bias)
+    if (id < n_vocab) cand_[id].logit += bias;
+
+  const bool penalties = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0 || p_.frequency_penalty != 0;
+  if (penalties && p_.repeat_last_n > 0) {
+    std::unordered_map<int32_t, int> seen;  // token -> occurrences in the window
     const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;
-    for (size_t i = from; i < history.size(); ++i) seen.insert(history[i]);
-    for (int32_t id : seen) {
+    for (size_t i = from; i < history.size(); ++i) ++seen[history[i]];
+    for (const auto& [id, count] : seen) {
       if (id < 0 || id >= n_vocab) continue;
       float& l = cand_[id].logit;
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
     }
   }
 

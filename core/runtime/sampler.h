@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace basalt {
@@ -15,8 +16,11 @@ struct SamplingParams {
   float top_p = 0.95f;       // >= 1: off
   float min_p = 0.05f;       // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
+  float presence_penalty = 0;   // subtracted once from a token in the last repeat_last_n (OpenAI's)
+  float frequency_penalty = 0;  // subtracted per occurrence there
   int32_t repeat_last_n = 64;
   uint64_t seed = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to a token's logit first (-inf: never)
 };
 
 class Sampler {

@@ -107,6 +107,30 @@ TEST(Sampler, RepetitionPenaltyLowersSeenTokens) {
   EXPECT_EQ(s.sample(l.data(), 3, {0}), 1);  // 2.0 / 1.5 < 1.9
 }
 
+TEST(Sampler, PresenceAndFrequencyPenaltiesSubtract) {
+  std::vector<float> l = {2.0f, 1.5f, 1.0f};
+  SamplingParams p = plain(0);
+  p.presence_penalty = 0.4f;  // 2.0 - 0.4 = 1.6 still leads 1.5
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0}), 0);
+  p.frequency_penalty = 0.1f;  // twice seen: 2.0 - 0.4 - 0.2 = 1.4 < 1.5
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0}), 1);
+  p.repeat_last_n = 1;  // only the last token counts: 2.0 - 0.4 - 0.1 = 1.5, tie goes to the lower id
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {0, 0}), 0);
+}
+
+TEST(Sampler, LogitBiasAddsAndCanForbid) {
+  std::vector<float> l = {2.0f, 1.5f, 1.0f};
+  SamplingParams p = plain(0);
+  p.logit_bias = {{2, 5.0f}};
+  EXPECT_EQ(Sampler(p).sample(l.data(), 3, {}), 2);
+  p.logit_bias = {{0, -INFINITY}};
+  p.temperature = 1;
+  auto h = histogram(p, l, 200);
+  EXPECT_EQ(h.count(0), 0u) << "a token biased to -inf was drawn";
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(Sampler{p}, Error);
+}
+
 TEST(Sampler, RejectsBadParameters) {
   SamplingParams p;
   p.top_p = 0;
@@ -116,6 +140,9 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(Sampler{p}, Error);
   p = SamplingParams{};
   p.temperature = NAN;
+  EXPECT_THROW(Sampler{p}, Error);
+  p = SamplingParams{};
+  p.presence_penalty = 3;
   EXPECT_THROW(Sampler{p}, Error);
 }
 
