@@ -61,6 +61,12 @@ bool Scheduler::cancel(int64_t id) {
   return known;
 }
 
+void Scheduler::cancel_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Waiting& w : queue_) cancelled_.push_back(w.id);
+  cancelled_.insert(cancelled_.end(), running_ids_.begin(), running_ids_.end());
+}
+
 size_t Scheduler::queued() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.size();

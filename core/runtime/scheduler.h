@@ -62,6 +62,8 @@ class Scheduler {
   // Ends a queued or running request at the next step, stop reason
   // "cancelled" (its on_done still runs). False when the id is not waiting or running.
   bool cancel(int64_t id);
+  // Cancels every queued and running request (a shutdown's grace has run out).
+  void cancel_all();
 
   // Admits waiting requests into free slots, then runs one batch. False when
   // there was nothing to run.

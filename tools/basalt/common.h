@@ -53,5 +53,6 @@ void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace basalt::cli

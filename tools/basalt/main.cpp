@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   basalt::cli::register_bench(app);
   basalt::cli::register_perplexity(app);
   basalt::cli::register_quantize(app);
+  basalt::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

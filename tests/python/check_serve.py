@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# basalt serve on a loopback port, driven by OpenAI's own Python client and by
+# raw HTTP: chat and completions, streamed and not (the same greedy text
+# either way); a table of bad requests, each with its status and an OpenAI
+# error body, the server healthy after each; the API key; a full queue
+# answered 429 while every accepted request completes; a client that hangs
+# up mid-stream frees its slot (/metrics); SIGTERM during a stream lets it
+# finish and the server exit 0.
+#
+#   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
+import argparse
+import http.client
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import openai
+
+KEY = "test-key-123"
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+class ServerProcess:
+    def __init__(self, basalt, model, *extra):
+        cmd = [basalt, "serve", "--port", "0", "--np", "2", "--max-queue", "2", "--api-key", KEY, "-c", "2048", *extra]
+        if model:
+            cmd += ["-m", model]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.port = None
+        ready = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"ready on http://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(120) or self.port is None:
+            self.proc.kill()
+            raise SystemExit("the server did not come up:\n" + "".join(self.lines))
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        h = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+        h.update(headers or {})
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        out = r.status, dict(r.getheaders()), r.read()
+        c.close()
+        return out
+
+    def metric(self, name):
+        _, _, body = self.request("GET", "/metrics")
+        m = re.search(rf"^{name} ([0-9.e+-]+)$", body.decode(), re.M)
+        return float(m.group(1)) if m else None
+
+    def healthy(self):
+        s, _, _ = self.request("GET", "/health")
+        s2, _, body = self.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+        return s == 200 and s2 == 200 and json.loads(body)["usage"]["completion_tokens"] >= 1
+
+
+def test_openai_client(srv):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    models = [m.id for m in client.models.list().data]
+    check(len(models) == 1, f"/v1/models lists the model ({models})")
+    model = models[0]
+    msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a color."}]
+    r = client.chat.completions.create(model=model, messages=msgs, max_tokens=16, temperature=0)
+    text = r.choices[0].message.content
+    check(isinstance(text, str) and len(text) > 0, f"chat: a reply ({text!r})")
+    check(r.choices[0].finish_reason in ("stop", "length"), "chat: finish_reason")
+    check(r.usage.completion_tokens >= 1 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens,
+          "chat: usage adds up")
+    parts, usage, finish = [], None, None
+    for chunk in client.chat.completions.create(model=model, messages=msgs, max_tokens=16, temperature=0, stream=True,
+                                                stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            parts.append(c.delta.content or "")
+            finish = c.finish_reason or finish
+    check("".join(parts) == text, "chat: the stream gives the same greedy text")
+    check(usage is not None and usage.completion_tokens == r.usage.completion_tokens, "chat: stream usage chunk")
+    check(finish == r.choices[0].finish_reason, "chat: stream finish_reason")
+
+    c = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)
+    streamed = "".join(x.choices[0].text for x in client.completions.create(
+        model=model, prompt="The capital of France is", max_tokens=8, temperature=0, stream=True) if x.choices)
+    check(len(c.choices[0].text) > 0 and streamed == c.choices[0].text, f"completions: stream equals ({c.choices[0].text!r})")
+    stopped = client.completions.create(model=model, prompt="Count: 1, 2, 3,", max_tokens=32, temperature=0, stop=[","])
+    check("," not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop", "completions: stop string")
+    try:
+        client.chat.completions.create(model="no-such-model", messages=msgs, max_tokens=4)
+        check(False, "unknown model refused")
+    except openai.NotFoundError:
+        check(True, "unknown model: 404 through the client")
+    try:
+        openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="wrong").models.list()
+        check(False, "wrong API key refused")
+    except openai.AuthenticationError:
+        check(True, "wrong API key: 401 through the client")
+
+
+def test_bad_requests(srv):
+    chat, comp = "/v1/chat/completions", "/v1/completions"
+    msgs = [{"role": "user", "content": "hi"}]
+    cases = [
+        ("invalid JSON", chat, None, b"{not json", 400),
+        ("a JSON array", chat, None, b"[1, 2]", 400),
+        ("no messages", chat, {"max_tokens": 4}, None, 400),
+        ("empty messages", chat, {"messages": []}, None, 400),
+        ("a bad role", chat, {"messages": [{"role": "robot", "content": "x"}]}, None, 400),
+        ("content a number", chat, {"messages": [{"role": "user", "content": 5}]}, None, 400),
+        ("no prompt", comp, {"max_tokens": 4}, None, 400),
+        ("max_tokens 0", comp, {"prompt": "x", "max_tokens": 0}, None, 400),
+        ("max_tokens a string", comp, {"prompt": "x", "max_tokens": "ten"}, None, 400),
+        ("temperature 9", comp, {"prompt": "x", "temperature": 9}, None, 400),
+        ("five stop strings", comp, {"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, None, 400),
+        ("n = 2", comp, {"prompt": "x", "n": 2}, None, 400),
+        ("logit_bias key not an id", comp, {"prompt": "x", "logit_bias": {"abc": 1}}, None, 400),
+        ("a prompt longer than the context", comp, {"prompt": "word " * 3000, "max_tokens": 4}, None, 400),
+        ("invalid UTF-8", comp, None, b'{"prompt": "\xff\xfe bad", "max_tokens": 2}', 400),
+        ("unknown model", chat, {"model": "nope", "messages": msgs}, None, 404),
+        ("no API key", chat, {"messages": msgs}, None, 401),
+        ("a body over the limit", comp, None, b'{"prompt": "' + b"x" * (9 << 20) + b'"}', 413),
+        ("an unknown endpoint", "/v1/engines", {"x": 1}, None, 404),
+    ]
+    for name, path, body, raw, want in cases:
+        headers = {"Authorization": ""} if name == "no API key" else None
+        status, hdrs, out = srv.request("POST", path, body, headers=headers, raw=raw)
+        try:
+            err = json.loads(out)["error"]
+            shaped = isinstance(err["message"], str) and err["message"] and "type" in err
+        except (ValueError, KeyError, TypeError):
+            shaped = False
+        check(status == want and shaped, f"bad request: {name} -> {status} (want {want}), error body {shaped}")
+        check(srv.healthy(), f"healthy after: {name}")
+
+
+def test_queue_full(srv):
+    results = []
+
+    def one():
+        results.append(srv.request("POST", "/v1/completions", {"prompt": "Tell a story.", "max_tokens": 96,
+                                                              "temperature": 0}))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r[0] for r in results)
+    n429 = codes.count(429)
+    check(n429 >= 1 and all(c in (200, 429) for c in codes), f"8 at once, 2 running + 2 queued: {codes}")
+    check(all("Retry-After" in r[1] for r in results if r[0] == 429), "429 says Retry-After")
+    check(all(json.loads(r[2])["usage"]["completion_tokens"] == 96 for r in results if r[0] == 200),
+          "every accepted request completed")
+
+
+def stream_request(srv, max_tokens):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+    c.request("POST", "/v1/completions", body=json.dumps(
+        {"prompt": "Write a long essay about rivers.", "max_tokens": max_tokens, "temperature": 0,
+         "stream": True, "stop": ["NEVER-STOP-HERE"]}),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    return c, c.getresponse()
+
+
+def test_disconnect(srv):
+    c, r = stream_request(srv, 900)
+    r.readline()  # the first event
+    check(srv.metric("basalt_requests_running") == 1, "a long stream is running")
+    c.sock.shutdown(2)
+    c.close()
+    deadline = time.time() + 10
+    while time.time() < deadline and srv.metric("basalt_requests_running") != 0:
+        time.sleep(0.1)
+    check(srv.metric("basalt_requests_running") == 0, "the client hung up: its slot is free (metrics)")
+    check(srv.metric("basalt_requests_cancelled_total") >= 1, "the request counts as cancelled")
+
+
+def test_sigterm(basalt, model):
+    srv = ServerProcess(basalt, model)
+    c, r = stream_request(srv, 48)
+    first = r.readline()
+    srv.proc.send_signal(signal.SIGTERM)
+    rest = r.read().decode()
+    check(first.startswith(b"data: ") and "data: [DONE]" in rest and '"finish_reason":"length"' in rest,
+          "SIGTERM during a stream: it finishes")
+    try:
+        code = srv.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        srv.proc.kill()
+        code = None
+    check(code == 0, f"the server exits 0 after SIGTERM ({code})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--basalt", required=True)
+    ap.add_argument("--model", default="")
+    a = ap.parse_args()
+    srv = ServerProcess(a.basalt, a.model)
+    try:
+        s, _, body = srv.request("GET", "/ready")
+        check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
+        test_openai_client(srv)
+        test_bad_requests(srv)
+        test_queue_full(srv)
+        test_disconnect(srv)
+    finally:
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(60)
+    test_sigterm(a.basalt, a.model)
+    if failures:
+        print(f"{len(failures)} checks failed", file=sys.stderr)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// The server's OpenAI layer without HTTP: request fields become generation
+// options, every bad field is an ApiError with its status and the field's
+// name, and responses have the shapes OpenAI's clients read.
+#include "tools/serve/openai_api.h"
+
+#include <gtest/gtest.h>
+
+namespace basalt::serve {
+namespace {
+
+CompletionRequest parse(const std::string& body, bool chat = false) {
+  return parse_completion_request(body, chat, SamplingParams{}, 256, "served", ApiLimits{});
+}
+
+TEST(OpenAiApi, FieldsBecomeOptions) {
+  CompletionRequest r = parse(R"({"model": "served", "prompt": "hi", "max_tokens": 7, "temperature": 0.5,
+    "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+    "repetition_penalty": 1.1, "logit_bias": {"17": -100}, "stop": ["\n", "END"], "stream": true,
+    "stream_options": {"include_usage": true}, "user": "ignored"})");
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.options.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.options.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.options.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.options.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(r.options.sampling.min_p, 0.1f);
+  EXPECT_EQ(r.options.sampling.seed, 42u);
+  EXPECT_FLOAT_EQ(r.options.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.options.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.options.sampling.repeat_penalty, 1.1f);
+  ASSERT_EQ(r.options.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.options.sampling.logit_bias[0].first, 17);
+  EXPECT_EQ(r.options.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+
+  CompletionRequest c = parse(R"({"messages": [{"role": "developer", "content": "be brief"},
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+    "max_completion_tokens": 9})", true);
+  ASSERT_EQ(c.messages.size(), 2u);
+  EXPECT_EQ(c.messages[0].role, "system");
+  EXPECT_EQ(c.messages[1].content, "ab");
+  EXPECT_EQ(c.options.max_tokens, 9);
+  EXPECT_EQ(parse(R"({"prompt": ["one"]})").options.max_tokens, 256);  // the server's default
+}
+
+TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
+  struct Case {
+    const char* body;
+    bool chat;
+    int status;
+    const char* param;
+  };
+  const Case cases[] = {
+      {"{oops", false, 400, ""},
+      {"[]", false, 400, ""},
+      {R"({"prompt": "x\u0000"})", false, 200, ""},  // a NUL is text like any other
+      {R"({"prompt": ""})", false, 400, "prompt"},
+      {R"({"prompt": 5})", false, 400, "prompt"},
+      {R"({})", false, 400, "prompt"},
+      {R"({"messages": "hi"})", true, 400, "messages"},
+      {R"({"messages": [{"role": "user"}], "model": 3})", true, 400, "model"},
+      {R"({"messages": [{"role": "bot", "content": "x"}]})", true, 400, "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, 400, "messages[0].content"},
+      {R"({"prompt": "x", "model": "other"})", false, 404, "model"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 100000})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "temperature": -1})", false, 400, "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", false, 400, "top_p"},
+      {R"({"prompt": "x", "top_k": -1})", false, 400, "top_k"},
+      {R"({"prompt": "x", "presence_penalty": 3})", false, 400, "presence_penalty"},
+      {R"({"prompt": "x", "logit_bias": {"-1": 1}})", false, 400, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 500}})", false, 400, "logit_bias"},
+      {R"({"prompt": "x", "stop": [1]})", false, 400, "stop"},
+      {R"({"prompt": "x", "stop": ""})", false, 400, "stop"},
+      {R"({"prompt": "x", "n": 3})", false, 400, "n"},
+      {R"({"prompt": "x", "stream": "yes"})", false, 400, "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", false, 400, "stream_options"},
+  };
+  for (const Case& c : cases) {
+    try {
+      parse(c.body, c.chat);
+      EXPECT_EQ(c.status, 200) << c.body << ": accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, c.status) << c.body << ": " << e.what();
+      EXPECT_EQ(e.param, c.param) << c.body;
+      EXPECT_FALSE(std::string(e.what()).empty());
+      const nlohmann::json j = error_json(e);
+      EXPECT_TRUE(j["error"]["message"].is_string() && j["error"]["type"].is_string()) << j.dump();
+    }
+  }
+  // Invalid UTF-8 in a string is bad JSON.
+  EXPECT_THROW(parse("{\"prompt\": \"\xff\xfe\"}"), ApiError);
+  ApiLimits small;
+  small.max_prompt_bytes = 4;
+  EXPECT_THROW(parse_completion_request(R"({"prompt": "too long"})", false, {}, 16, "", small), ApiError);
+}
+
+TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
+  CompletionRequest chat = parse(R"({"messages": [{"role": "user", "content": "hi"}]})", true);
+  GenerationStats st;
+  st.n_prompt = 5, st.n_generated = 3, st.stop_reason = "eos";
+  nlohmann::json full = completion_json(chat, "chatcmpl-1", 100, "served", "hey", st);
+  EXPECT_EQ(full["object"], "chat.completion");
+  EXPECT_EQ(full["choices"][0]["message"]["content"], "hey");
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(full["usage"]["total_tokens"], 8);
+  st.stop_reason = "context full";
+  EXPECT_STREQ(finish_reason(st), "length");
+
+  nlohmann::json first = chunk_json(chat, "chatcmpl-1", 100, "served", "he", nullptr, true);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "he");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  nlohmann::json last = chunk_json(chat, "chatcmpl-1", 100, "served", "", "length", false);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(last["choices"][0]["delta"].contains("content"));
+
+  CompletionRequest comp = parse(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})");
+  nlohmann::json piece = chunk_json(comp, "cmpl-2", 100, "served", "y", nullptr, true);
+  EXPECT_EQ(piece["object"], "text_completion");
+  EXPECT_EQ(piece["choices"][0]["text"], "y");
+  EXPECT_TRUE(piece.contains("usage") && piece["usage"].is_null());
+  nlohmann::json usage = usage_chunk_json(comp, "cmpl-2", 100, "served", st);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(models_json("served", 1)["data"][0]["id"], "served");
+}
+
+}  // namespace
+}  // namespace basalt::serve

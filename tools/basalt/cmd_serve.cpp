@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// basalt serve: the OpenAI-compatible HTTP server (tools/serve/). SIGTERM and
+// SIGINT stop it gracefully: no new requests, the ones in flight finish.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "tools/basalt/common.h"
+#include "tools/serve/server.h"
+
+namespace basalt::cli {
+
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  serve::ServerOptions server;
+  std::string alias;
+  std::string api_key_file;
+  int parallel = 4;
+  SamplingFlags sampling_given;
+};
+
+std::vector<std::string> read_keys(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw Error("cannot read the API key file " + file);
+  std::vector<std::string> keys;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty() && line[0] != '#') keys.push_back(line);
+  }
+  if (keys.empty()) throw Error("the API key file " + file + " holds no key");
+  return keys;
+}
+
+void serve_main(ServeOptions& o) {
+  // Signals go to one watcher thread, not to whichever thread they hit:
+  // blocked here, before any thread starts, so every thread inherits it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error on its socket, not the end of the server
+
+  serve::ServerOptions& so = o.server;
+  if (!o.api_key_file.empty()) {
+    auto keys = read_keys(o.api_key_file);
+    so.api_keys.insert(so.api_keys.end(), keys.begin(), keys.end());
+  }
+  if (const char* env = std::getenv("BASALT_API_KEY"); env && *env) so.api_keys.emplace_back(env);
+
+  auto model = load_model(o.model);
+  const std::string path = o.model.model.empty() ? default_model_path() : o.model.model;
+  so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
+  so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
+  // --ctx-size is the whole KV cache, shared by --parallel requests.
+  const int64_t per_request = std::min<int64_t>(context_size(ModelOptions{}, *model), model->spec().n_ctx_train);
+  so.scheduler.max_running = o.parallel;
+  so.scheduler.slot_ctx = o.model.ctx_size > 0 ? o.model.ctx_size / o.parallel : per_request;
+  if (so.scheduler.slot_ctx < 16) throw Error("--ctx-size gives each of the --parallel requests fewer than 16 tokens");
+  so.scheduler.step_tokens = o.model.ubatch;
+  so.scheduler.kv_type = parse_kv_type(o.model.kv_type);
+  so.scheduler.offload = o.model.offload;
+  so.limits.max_tokens = static_cast<int32_t>(std::min<int64_t>(so.limits.max_tokens, so.scheduler.slot_ctx));
+
+  serve::Server server(*model, so);
+  const int port = server.bind();
+  std::fprintf(stderr, "basalt serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server.shutdown();
+  });
+  server.serve();
+  // serve() returned: shut down by a signal, or the listener failed. Either
+  // way the watcher may still wait: wake it.
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  std::fprintf(stderr, "basalt serve: stopped\n");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  add_model_options(*sub, o->model);
+  sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
+  sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one)")->check(CLI::Range(0, 65535));
+  sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 4)")->check(CLI::Range(1, 256));
+  sub->add_option("--alias", o->alias, "model name in the API (default: the file name)");
+  sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
+  sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");
+  sub->add_option("--max-queue", o->server.scheduler.max_queued, "requests that may wait for a slot; more get 429 (default 64)");
+  sub->add_option("--max-tokens", o->server.default_max_tokens, "tokens a request generates when it does not say (default 256)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may take in all (default 600)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--http-threads", o->server.http_threads, "connections served at once (default 512)")
+      ->check(CLI::Range(8, 65536));
+  o->sampling_given = add_sampling_options(*sub, o->server.sampling);
+  sub->callback([o] { serve_main(*o); });
+}
+
+}  // namespace basalt::cli

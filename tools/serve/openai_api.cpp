@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+#include "tools/serve/openai_api.h"
+
+#include <cmath>
+
+namespace basalt::serve {
+
+using nlohmann::json;
+
+namespace {
+
+ApiError bad(const std::string& message, const std::string& param) {
+  return ApiError(400, "invalid_request_error", message, param);
+}
+
+// A present, non-null field, or nullptr.
+const json* field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& v, const char* name, double lo, double hi) {
+  if (!v.is_number()) throw bad(std::string(name) + " must be a number", name);
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi))
+    throw bad(std::string(name) + " must be between " + json(lo).dump() + " and " + json(hi).dump(), name);
+  return x;
+}
+
+int64_t integer(const json& v, const char* name, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) throw bad(std::string(name) + " must be an integer", name);
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw bad(std::string(name) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi), name);
+  return x;
+}
+
+// A message's content: a string, or OpenAI's array of parts of which only text is supported.
+std::string content_text(const json& c, const std::string& param) {
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw bad(param + " must be a string or an array of text parts", param);
+  std::string text;
+  for (const json& part : c) {
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    const json* t = part.is_object() ? field(part, "text") : nullptr;
+    if (!type || *type != "text" || !t || !t->is_string())
+      throw bad(param + ": only parts of type \"text\" with a string \"text\" are supported", param);
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplingParams& defaults,
+                                           int32_t default_max_tokens, const std::string& served_model,
+                                           const ApiLimits& limits) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw bad(std::string("the body is not valid JSON: ") + e.what(), "");
+  }
+  if (!j.is_object()) throw bad("the body must be a JSON object", "");
+
+  CompletionRequest r;
+  r.chat = chat;
+  r.options.sampling = defaults;
+  r.options.max_tokens = default_max_tokens;
+  if (const json* m = field(j, "model")) {
+    if (!m->is_string()) throw bad("model must be a string", "model");
+    r.model = m->get<std::string>();
+    if (!served_model.empty() && r.model != served_model)
+      throw ApiError(404, "not_found_error", "the model '" + r.model + "' does not exist; this server serves '" + served_model + "'",
+                     "model");
+  }
+
+  size_t prompt_bytes = 0;
+  if (chat) {
+    const json* msgs = field(j, "messages");
+    if (!msgs) throw bad("messages is required", "messages");
+    if (!msgs->is_array() || msgs->empty()) throw bad("messages must be a non-empty array", "messages");
+    if (msgs->size() > limits.max_messages)
+      throw bad("more than " + std::to_string(limits.max_messages) + " messages", "messages");
+    for (size_t i = 0; i < msgs->size(); ++i) {
+      const json& m = (*msgs)[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object()) throw bad(at + " must be an object", at);
+      const json* role = field(m, "role");
+      if (!role || !role->is_string()) throw bad(at + ".role must be a string", at + ".role");
+      const std::string rl = role->get<std::string>();
+      if (rl != "system" && rl != "user" && rl != "assistant" && rl != "developer" && rl != "tool")
+        throw bad(at + ".role '" + rl + "' is not one of system, developer, user, assistant, tool", at + ".role");
+      const json* content = field(m, "content");
+      std::string text = content ? content_text(*content, at + ".content") : std::string();
+      prompt_bytes += text.size();
+      r.messages.push_back({rl == "developer" ? "system" : rl, std::move(text)});
+    }
+  } else {
+    const json* p = field(j, "prompt");
+    if (!p) throw bad("prompt is required", "prompt");
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+    if (!p->is_string()) throw bad("prompt must be a string (or an array of one string)", "prompt");
+    r.prompt = p->get<std::string>();
+    if (r.prompt.empty()) throw bad("prompt is empty", "prompt");
+    prompt_bytes = r.prompt.size();
+  }
+  if (prompt_bytes > limits.max_prompt_bytes)
+    throw bad("the prompt is " + std::to_string(prompt_bytes) + " bytes, more than the limit of " +
+                  std::to_string(limits.max_prompt_bytes),
+              chat ? "messages" : "prompt");
+
+  for (const char* name : {"max_tokens", "max_completion_tokens"})
+    if (const json* v = field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, 1, limits.max_tokens));
+  if (const json* v = field(j, "n"); v && integer(*v, "n", 1, 1) != 1) throw bad("only n = 1 is supported", "n");
+
+  SamplingParams& s = r.options.sampling;
+  if (const json* v = field(j, "temperature")) s.temperature = static_cast<float>(number(*v, "temperature", 0, 2));
+  if (const json* v = field(j, "top_p")) s.top_p = static_cast<float>(number(*v, "top_p", 0, 1));
+  if (!(s.top_p > 0)) throw bad("top_p must be above 0", "top_p");
+  if (const json* v = field(j, "top_k")) s.top_k = static_cast<int32_t>(integer(*v, "top_k", 0, 1 << 20));
+  if (const json* v = field(j, "min_p")) s.min_p = static_cast<float>(number(*v, "min_p", 0, 1));
+  if (const json* v = field(j, "seed")) s.seed = static_cast<uint64_t>(integer(*v, "seed", INT64_MIN, INT64_MAX));
+  if (const json* v = field(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number(*v, "presence_penalty", -2, 2));
+  if (const json* v = field(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number(*v, "frequency_penalty", -2, 2));
+  for (const char* name : {"repetition_penalty", "repeat_penalty"})
+    if (const json* v = field(j, name)) s.repeat_penalty = static_cast<float>(number(*v, name, 0.01, 10));
+  if (const json* v = field(j, "logit_bias")) {
+    if (!v->is_object()) throw bad("logit_bias must be an object of token ids to numbers", "logit_bias");
+    if (v->size() > limits.max_logit_bias) throw bad("logit_bias has too many entries", "logit_bias");
+    for (const auto& [key, bias] : v->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
+        throw bad("logit_bias: '" + key + "' is not a token id", "logit_bias");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(number(bias, "logit_bias", -100, 100)));
+    }
+  }
+  if (const json* v = field(j, "stop")) {
+    std::vector<std::string> stops;
+    if (v->is_string()) {
+      stops.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      for (const json& x : *v) {
+        if (!x.is_string()) throw bad("stop must be a string or an array of strings", "stop");
+        stops.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad("stop must be a string or an array of strings", "stop");
+    }
+    if (stops.size() > limits.max_stop) throw bad("at most " + std::to_string(limits.max_stop) + " stop strings", "stop");
+    for (const std::string& x : stops)
+      if (x.empty() || x.size() > limits.max_stop_bytes)
+        throw bad("a stop string must have 1 to " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
+    r.options.stop = std::move(stops);
+  }
+  if (const json* v = field(j, "stream")) {
+    if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
+    r.stream = v->get<bool>();
+  }
+  if (const json* v = field(j, "stream_options")) {
+    if (!v->is_object()) throw bad("stream_options must be an object", "stream_options");
+    if (const json* u = field(*v, "include_usage")) {
+      if (!u->is_boolean()) throw bad("stream_options.include_usage must be true or false", "stream_options");
+      r.include_usage = u->get<bool>();
+    }
+  }
+  return r;
+}
+
+const char* finish_reason(const GenerationStats& st) {
+  return st.stop_reason == "length" || st.stop_reason == "context full" ? "length" : "stop";
+}
+
+json usage_json(const GenerationStats& st) {
+  return {{"prompt_tokens", st.n_prompt}, {"completion_tokens", st.n_generated}, {"total_tokens", st.n_prompt + st.n_generated}};
+}
+
+json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                     const std::string& text, const GenerationStats& st) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(st)}};
+  if (r.chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(st)}};
+}
+
+json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                std::string_view text, const char* finish, bool first) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+  if (r.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || !finish) delta["content"] = std::string(text);
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = std::string(text);
+  }
+  json chunk = {{"id", id},
+                {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({choice})}};
+  if (r.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                      const GenerationStats& st) {
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage_json(st)}};
+}
+
+json error_json(const ApiError& e) {
+  return {{"error",
+           {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)}, {"code", nullptr}}}};
+}
+
+json models_json(const std::string& model, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "basalt"}}})}};
+}
+
+}  // namespace basalt::serve

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// The OpenAI API's side of `basalt serve`, without HTTP: request bodies of
+// /v1/completions and /v1/chat/completions checked and turned into generation
+// options (every bad field is an ApiError naming it), and the response,
+// stream chunk, usage and error objects, shaped as OpenAI's clients expect.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/chat/chat_template.h"
+#include "core/error.h"
+#include "core/runtime/generation.h"
+
+namespace basalt::serve {
+
+// An HTTP status and OpenAI's error object ({"error": {message, type, param, code}}).
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string type, const std::string& message, std::string param = {})
+      : Error(message), status(status), type(std::move(type)), param(std::move(param)) {}
+  int status;
+  std::string type;   // "invalid_request_error", "not_found_error", "rate_limit_error", ...
+  std::string param;  // the field at fault, or ""
+};
+
+struct ApiLimits {
+  size_t max_prompt_bytes = 1 << 20;  // prompt or all message contents together
+  int32_t max_tokens = 4096;          // the most a request may ask for
+  size_t max_stop = 4, max_stop_bytes = 128;
+  size_t max_messages = 1024;
+  size_t max_logit_bias = 1024;
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;                   // as the client named it ("" when absent)
+  std::string prompt;                  // /v1/completions
+  std::vector<ChatMessage> messages;   // /v1/chat/completions
+  GenerateOptions options;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+};
+
+// Parses a request body. defaults: the server's sampling defaults (the
+// model's generation config, else basalt's); default_max_tokens when the
+// client gives none. served_model: the one model name this server answers to.
+CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplingParams& defaults,
+                                           int32_t default_max_tokens, const std::string& served_model,
+                                           const ApiLimits& limits);
+
+// "stop" (end of generation or a stop string) or "length" (max tokens, full context).
+const char* finish_reason(const GenerationStats& st);
+
+nlohmann::json usage_json(const GenerationStats& st);
+// The whole response of a request that did not stream.
+nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
+                               const std::string& model, const std::string& text, const GenerationStats& st);
+// One server-sent event's data: text (may be empty), and the finish reason in the last one.
+nlohmann::json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                          std::string_view text, const char* finish, bool first);
+// The final chunk with usage and no choices (stream_options.include_usage).
+nlohmann::json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
+                                const std::string& model, const GenerationStats& st);
+nlohmann::json error_json(const ApiError& e);
+nlohmann::json models_json(const std::string& model, int64_t created);
+
+}  // namespace basalt::serve

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: MIT
+#include "tools/serve/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+
+namespace basalt::serve {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Equal strings, in time that does not depend on where they differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() != b.size();
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+// What the scheduler's thread hands one HTTP request: text pieces, then the end.
+struct Server::Channel {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::string> pieces;
+  bool done = false;
+  GenerationStats stats;
+  std::atomic<bool> closed{false};  // the client went away: the next piece cancels
+};
+
+Server::Server(const Model& model, ServerOptions opt)
+    : model_(model), opt_(std::move(opt)), http_(std::make_unique<httplib::Server>()), created_(unix_seconds()) {
+  scheduler_ = std::make_unique<Scheduler>(model_, opt_.scheduler);
+  prompter_ = std::make_unique<cli::ChatPrompter>(model_, "");
+  const int threads = std::max(8, opt_.http_threads);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(opt_.max_body_bytes);
+  http_->set_keep_alive_timeout(30);
+
+  http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = ready_ ? 200 : 503;
+    res.set_content(ready_ ? R"({"status":"ready"})" : R"({"status":"loading"})", "application/json");
+  });
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req)) return send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (Authorization: Bearer KEY)"));
+    res.set_content(dump(models_json(opt_.model_name, created_)), "application/json");
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+  http_->Post("/v1/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, false); });
+  http_->Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { handle_completion(req, res, true); });
+
+  // Errors httplib answers itself (404, 413, 400 for bad HTTP) get OpenAI's error body too.
+  http_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const char* what = res.status == 404 ? "no such endpoint" : res.status == 413 ? "the request body is too large" : "bad request";
+    send_error(res, ApiError(res.status, res.status == 404 ? "not_found_error" : "invalid_request_error", what));
+  });
+  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "server_error", what));
+  });
+  // One line per request, JSON, on stderr; and its count for /metrics.
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(metrics_mutex_);
+      // Known endpoints by name; anything else as one label, so random paths cannot grow the table.
+      static const char* known[] = {"/health", "/ready", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions"};
+      const bool is_known = std::any_of(std::begin(known), std::end(known), [&](const char* k) { return req.path == k; });
+      ++http_requests_[{is_known ? req.path : "other", res.status}];
+    }
+    std::fprintf(stderr, "%s\n",
+                 dump({{"time", unix_seconds()}, {"remote", req.remote_addr}, {"method", req.method}, {"path", req.path},
+                       {"status", res.status}})
+                     .c_str());
+  });
+}
+
+Server::~Server() {
+  if (grace_.joinable()) grace_.join();
+  steps_done_ = true;
+  work_cv_.notify_all();
+  if (stepper_.joinable()) stepper_.join();
+}
+
+bool Server::authorized(const httplib::Request& req) const {
+  if (opt_.api_keys.empty()) return true;
+  const std::string h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (h.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string given = h.substr(prefix.size());
+  bool ok = false;
+  for (const std::string& k : opt_.api_keys) ok |= same_secret(given, k);
+  return ok;
+}
+
+void Server::send_error(httplib::Response& res, const ApiError& e) const {
+  res.status = e.status;
+  res.set_content(dump(error_json(e)), "application/json");
+}
+
+int64_t Server::submit(ScheduledRequest r) {
+  const int64_t id = scheduler_->submit(std::move(r));
+  {
+    std::lock_guard<std::mutex> lock(work_mutex_);
+    work_ = true;
+  }
+  work_cv_.notify_one();
+  return id;
+}
+
+void Server::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (!ready_ || stopping_)
+    return send_error(res, ApiError(503, "service_unavailable", stopping_ ? "the server is shutting down" : "the model is still loading"));
+  if (!authorized(req)) return send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (Authorization: Bearer KEY)"));
+  CompletionRequest r;
+  std::vector<int32_t> tokens;
+  try {
+    r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits);
+    tokens = chat ? prompter_->tokens_for(r.messages) : model_.tokenizer().encode(r.prompt, true, true);
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  } catch (const Error& e) {  // the chat template or the tokenizer refused the input
+    return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
+  }
+
+  auto ch = std::make_shared<Channel>();
+  ScheduledRequest sr;
+  sr.prompt = std::move(tokens);
+  sr.options = r.options;
+  sr.on_text = [ch](std::string_view t) {
+    if (ch->closed) return false;
+    {
+      std::lock_guard<std::mutex> lock(ch->m);
+      ch->pieces.emplace_back(t);
+    }
+    ch->cv.notify_all();
+    return true;
+  };
+  sr.on_done = [this, ch](const GenerationStats& st) {
+    prompt_tokens_ += st.n_prompt;
+    generated_tokens_ += st.n_generated;
+    if (st.stop_reason == "cancelled") ++cancelled_;
+    {
+      std::lock_guard<std::mutex> lock(ch->m);
+      ch->stats = st;
+      ch->done = true;
+    }
+    ch->cv.notify_all();
+  };
+  int64_t id = 0;
+  try {
+    id = submit(std::move(sr));
+  } catch (const QueueFull& e) {
+    res.set_header("Retry-After", "1");
+    return send_error(res, ApiError(429, "rate_limit_error", e.what()));
+  } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
+    return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
+  }
+  const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(opt_.request_timeout_s);
+  ++in_flight_;  // until the answer is out: a shutdown waits for it
+
+  if (!r.stream) {
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { --n; }
+    } leave{in_flight_};
+    std::unique_lock<std::mutex> lock(ch->m);
+    if (!ch->cv.wait_until(lock, deadline, [&] { return ch->done; })) {
+      scheduler_->cancel(id);
+      ch->cv.wait(lock, [&] { return ch->done; });
+      return send_error(res, ApiError(504, "timeout", "the request took longer than " + std::to_string(opt_.request_timeout_s) + " s"));
+    }
+    std::string text;
+    for (const std::string& p : ch->pieces) text += p;
+    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats)), "application/json");
+    return;
+  }
+
+  res.set_header("Cache-Control", "no-cache");
+  const int64_t created = unix_seconds();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, ch, r, rid, id, created, deadline, first = true](size_t, httplib::DataSink& sink) mutable {
+        std::deque<std::string> got;
+        bool done = false;
+        GenerationStats st;
+        {
+          std::unique_lock<std::mutex> lock(ch->m);
+          ch->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !ch->pieces.empty() || ch->done; });
+          got.swap(ch->pieces);
+          done = ch->done;
+          st = ch->stats;
+        }
+        auto send = [&](const json& event) {
+          const std::string s = "data: " + dump(event) + "\n\n";
+          return sink.write(s.data(), s.size());
+        };
+        if (!sink.is_writable() || (!done && Clock::now() > deadline)) {
+          ch->closed = true;
+          scheduler_->cancel(id);
+          if (!sink.is_writable()) return false;
+        }
+        for (const std::string& p : got) {
+          if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, first))) {
+            ch->closed = true;
+            scheduler_->cancel(id);
+            return false;
+          }
+          first = false;
+        }
+        if (done) {
+          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st), first));
+          if (r.include_usage) send(usage_chunk_json(r, rid, created, opt_.model_name, st));
+          const std::string end = "data: [DONE]\n\n";
+          sink.write(end.data(), end.size());
+          sink.done();
+        }
+        return true;
+      },
+      [this, ch, id](bool success) {
+        if (!success && !ch->done) {  // the client went away mid-stream: free its slot now
+          ch->closed = true;
+          scheduler_->cancel(id);
+        }
+        --in_flight_;
+      });
+}
+
+// Prometheus' text format.
+std::string Server::metrics_text() {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " + std::to_string(v) + "\n";
+  };
+  gauge("basalt_ready", "1 once the model is loaded and warmed up", ready_ ? 1 : 0);
+  gauge("basalt_requests_running", "requests in the running batch", scheduler_->running());
+  gauge("basalt_requests_queued", "requests waiting for a slot", static_cast<double>(scheduler_->queued()));
+  counter("basalt_prompt_tokens_total", "prompt tokens of ended requests", static_cast<double>(prompt_tokens_));
+  counter("basalt_generated_tokens_total", "tokens generated by ended requests", static_cast<double>(generated_tokens_));
+  counter("basalt_requests_cancelled_total", "requests ended by a cancel (a client gone, a timeout)", static_cast<double>(cancelled_));
+  out += "# HELP basalt_http_requests_total HTTP requests by path and status\n# TYPE basalt_http_requests_total counter\n";
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  for (const auto& [key, n] : http_requests_) {
+    std::string path;  // escaped for a label value
+    for (char c : key.first) path += c == '"' || c == '\\' ? std::string("\\") + c : c == '\n' ? std::string("\\n") : std::string(1, c);
+    out += "basalt_http_requests_total{path=\"" + path + "\",status=\"" + std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  return out;
+}
+
+int Server::bind() {
+  const int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port < 0) throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) + " (in use, or not an address here)");
+  opt_.port = port;
+  return port;
+}
+
+void Server::step_loop() {
+  while (!steps_done_) {
+    bool did = false;
+    try {
+      did = scheduler_->step();
+    } catch (const std::exception& e) {
+      // A batch that cannot run (an engine error): end its requests rather than retry them forever.
+      std::fprintf(stderr, "basalt serve: a step failed: %s; ending the requests in it\n", e.what());
+      scheduler_->cancel_all();
+    }
+    if (!did && scheduler_->queued() == 0) {
+      std::unique_lock<std::mutex> lock(work_mutex_);
+      work_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return work_ || steps_done_.load(); });
+      work_ = false;
+    }
+  }
+}
+
+void Server::warm_up() {
+  // A prompt longer than one step's budget, then a few tokens: the prefill,
+  // chunked prefill and decode paths all run once before the first user.
+  std::vector<int32_t> prompt(static_cast<size_t>(std::min<int64_t>(opt_.scheduler.step_tokens + 8, opt_.scheduler.slot_ctx - 4)),
+                              model_.tokenizer().bos_id() >= 0 ? model_.tokenizer().bos_id() : 0);
+  ScheduledRequest r;
+  r.prompt = prompt;
+  r.options.max_tokens = 2;
+  r.options.sampling.temperature = 0;
+  r.options.stop_at_end_of_generation = false;
+  scheduler_->submit(r);
+  r.prompt.resize(std::min<size_t>(prompt.size(), 8));
+  scheduler_->submit(r);
+  scheduler_->run_until_idle();
+}
+
+void Server::serve() {
+  const auto t0 = Clock::now();
+  warm_up();
+  stepper_ = std::thread([this] { step_loop(); });
+  ready_ = true;
+  std::fprintf(stderr, "basalt serve: %s ready on http://%s:%d (warm-up %.2f s, %d requests at once, %lld tokens each)\n",
+               opt_.model_name.c_str(), opt_.host.c_str(), opt_.port,
+               std::chrono::duration<double>(Clock::now() - t0).count(), opt_.scheduler.max_running,
+               static_cast<long long>(opt_.scheduler.slot_ctx));
+  http_->listen_after_bind();  // returns once shutdown() has let the requests end and stopped it
+  if (grace_.joinable()) grace_.join();
+  steps_done_ = true;
+  work_cv_.notify_all();
+  stepper_.join();
+}
+
+void Server::shutdown() {
+  if (stopping_.exchange(true)) return;
+  ready_ = false;
+  std::fprintf(stderr, "basalt serve: shutting down; requests in flight have %.0f s to finish\n", opt_.shutdown_grace_s);
+  // Requests still running when the grace ends are cancelled, so their handlers return.
+  // New requests get 503 from now on; those in flight run to their end (or
+  // the grace's), then the listener stops. (httplib's stop() would cut the
+  // streams still being written, so it comes last.)
+  grace_ = std::thread([this] {
+    auto wait_until = [this](auto end) {
+      while (Clock::now() < end && in_flight_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    };
+    wait_until(Clock::now() + std::chrono::duration<double>(opt_.shutdown_grace_s));
+    if (in_flight_ > 0) {
+      scheduler_->cancel_all();
+      wait_until(Clock::now() + std::chrono::seconds(5));
+    }
+    http_->stop();
+  });
+}
+
+}  // namespace basalt::serve

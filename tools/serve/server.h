@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+// `basalt serve`: the OpenAI-compatible HTTP front end (cpp-httplib) over the
+// batching scheduler (core/runtime/scheduler.h). One thread steps the
+// scheduler; each HTTP request waits on its own channel for the text the
+// scheduler gives it, and streams it as server-sent events.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/runtime/scheduler.h"
+#include "tools/basalt/chat_prompt.h"
+#include "tools/serve/openai_api.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace basalt::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (the log line says which)
+  std::string model_name;            // what /v1/models lists and requests may name
+  std::vector<std::string> api_keys;  // empty: no authentication
+  SchedulerOptions scheduler;
+  SamplingParams sampling;           // defaults for fields a request leaves out
+  int32_t default_max_tokens = 256;
+  ApiLimits limits;
+  size_t max_body_bytes = 8u << 20;
+  int http_threads = 512;            // connections served at once (streams hold one each)
+  double request_timeout_s = 600;    // from arrival to the last token
+  double shutdown_grace_s = 30;      // SIGTERM: how long running requests may go on
+};
+
+class Server {
+ public:
+  Server(const Model& model, ServerOptions opt);
+  ~Server();
+
+  // Binds the socket; returns the port (the one chosen when opt.port is 0).
+  int bind();
+  // Warms the engine up, then serves until shutdown(); returns after the
+  // requests in flight have ended (or the grace period ran out).
+  void serve();
+  // From any thread or a signal watcher: stop accepting, let requests finish.
+  void shutdown();
+
+ private:
+  struct Channel;
+  void step_loop();
+  void warm_up();
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  bool authorized(const httplib::Request& req) const;
+  void send_error(httplib::Response& res, const ApiError& e) const;
+  int64_t submit(ScheduledRequest r);
+
+  const Model& model_;
+  ServerOptions opt_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<cli::ChatPrompter> prompter_;
+  int64_t created_;
+
+  std::mutex work_mutex_;
+  std::condition_variable work_cv_;
+  bool work_ = false;
+  std::atomic<bool> ready_{false}, stopping_{false}, steps_done_{false};
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<int> in_flight_{0};  // completion requests accepted and not yet answered in full
+  // /metrics: requests by path and status, tokens, requests ended by a cancel.
+  std::mutex metrics_mutex_;
+  std::map<std::pair<std::string, int>, int64_t> http_requests_;
+  std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, cancelled_{0};
+  std::string metrics_text();
+  std::thread stepper_, grace_;
+};
+
+}  // namespace basalt::serve
