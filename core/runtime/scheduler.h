@@ -76,6 +76,7 @@ class Scheduler {
   // Tokens in the batch of the last step (tests check the budget).
   int64_t last_batch_tokens() const { return last_batch_tokens_; }
   const SchedulerOptions& options() const { return opt_; }
+  size_t kv_bytes() const { return kv_.bytes(); }
 
  private:
   struct Sequence;

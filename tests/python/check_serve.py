@@ -6,7 +6,7 @@
 # error body, the server healthy after each; the API key; a full queue
 # answered 429 while every accepted request completes; a client that hangs
 # up mid-stream frees its slot (/metrics); SIGTERM during a stream lets it
-# finish and the server exit 0.
+# finish and the server exit 0; 256 streams at once all complete.
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -32,8 +32,8 @@ def check(cond, what):
 
 
 class ServerProcess:
-    def __init__(self, basalt, model, *extra):
-        cmd = [basalt, "serve", "--port", "0", "--np", "2", "--max-queue", "2", "--api-key", KEY, "-c", "2048", *extra]
+    def __init__(self, basalt, model, max_queue=2):
+        cmd = [basalt, "serve", "--port", "0", "--np", "2", "--max-queue", str(max_queue), "--api-key", KEY, "-c", "2048"]
         if model:
             cmd += ["-m", model]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -213,6 +213,37 @@ def test_sigterm(basalt, model):
     check(code == 0, f"the server exits 0 after SIGTERM ({code})")
 
 
+def test_many_streams(basalt, model):
+    # 256 streaming clients at once: 2 decode, the rest wait in the queue, each
+    # holding its connection open; every one completes.
+    srv = ServerProcess(basalt, model, max_queue=300)
+    ok, errors = [], []
+    start = threading.Barrier(256)
+
+    def one(i):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=300)
+            start.wait()
+            c.request("POST", "/v1/completions", body=json.dumps(
+                {"prompt": f"Count {i}:", "max_tokens": 4, "temperature": 0, "stream": True}),
+                headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+            r = c.getresponse()
+            ok.append(r.status == 200 and "data: [DONE]" in r.read().decode())
+        except Exception as e:  # noqa: BLE001 (any failure counts)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(256)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(sum(ok) == 256 and not errors,
+          f"256 streams at once all complete ({sum(ok)} in {time.time() - t0:.1f} s; errors {errors[:2]})")
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--basalt", required=True)
@@ -223,6 +254,9 @@ def main():
         s, _, body = srv.request("GET", "/ready")
         check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
         test_openai_client(srv)
+        ttft = srv.metric("basalt_time_to_first_token_seconds_count")
+        check(ttft is not None and ttft >= 4, f"/metrics: time-to-first-token histogram ({ttft})")
+        check((srv.metric("basalt_resident_memory_bytes") or 0) > 1e6, "/metrics: resident memory")
         test_bad_requests(srv)
         test_queue_full(srv)
         test_disconnect(srv)
@@ -230,6 +264,7 @@ def main():
         srv.proc.send_signal(signal.SIGTERM)
         srv.proc.wait(60)
     test_sigterm(a.basalt, a.model)
+    test_many_streams(a.basalt, a.model)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1

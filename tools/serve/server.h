@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,7 +79,18 @@ class Server {
   std::atomic<bool> ready_{false}, stopping_{false}, steps_done_{false};
   std::atomic<int64_t> next_id_{1};
   std::atomic<int> in_flight_{0};  // completion requests accepted and not yet answered in full
-  // /metrics: requests by path and status, tokens, requests ended by a cancel.
+  // /metrics: requests by path and status, tokens, requests ended by a cancel,
+  // and latency histograms (seconds).
+  struct Histogram {
+    static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+    int64_t counts[std::size(kBounds) + 1] = {};
+    double sum = 0;
+    int64_t n = 0;
+    void add(double s);
+    void write(std::string& out, const char* name, const char* help) const;
+  };
+  Histogram time_to_first_token_, inter_token_, end_to_end_;  // under metrics_mutex_
+  void observe(Histogram& h, double s);
   std::mutex metrics_mutex_;
   std::map<std::pair<std::string, int>, int64_t> http_requests_;
   std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, cancelled_{0};
