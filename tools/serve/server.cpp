@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "tools/serve/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +41,24 @@ int64_t resident_bytes() {
   const int got = std::fscanf(f, "%ld %ld", &pages, &resident);
   std::fclose(f);
   return got == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
+}
+
+// Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG,
+// compiled into the library), so a burst of connections overflows the accept
+// queue and some are reset. listen() again on the bound socket raises it.
+void widen_listen_backlog(int port) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    const int bound = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    if (bound == port) ::listen(fd, SOMAXCONN);
+  }
 }
 
 int64_t unix_seconds() {
@@ -334,6 +355,7 @@ int Server::bind() {
   const int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port < 0) throw Error("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) + " (in use, or not an address here)");
   opt_.port = port;
+  widen_listen_backlog(port);
   return port;
 }
 
