@@ -17,7 +17,7 @@ TEST(OpenAiApi, FieldsBecomeOptions) {
   CompletionRequest r = parse(R"({"model": "served", "prompt": "hi", "max_tokens": 7, "temperature": 0.5,
     "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -0.5,
     "repetition_penalty": 1.1, "logit_bias": {"17": -100}, "stop": ["\n", "END"], "stream": true,
-    "stream_options": {"include_usage": true}, "user": "ignored"})");
+    "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "ignored"})");
   EXPECT_EQ(r.prompt, "hi");
   EXPECT_EQ(r.options.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.options.sampling.temperature, 0.5f);
@@ -33,6 +33,7 @@ TEST(OpenAiApi, FieldsBecomeOptions) {
   EXPECT_EQ(r.options.stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_FALSE(r.options.stop_at_end_of_generation);
 
   CompletionRequest c = parse(R"({"messages": [{"role": "developer", "content": "be brief"},
     {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],

@@ -23,7 +23,7 @@ struct ServeOptions {
   serve::ServerOptions server;
   std::string alias;
   std::string api_key_file;
-  int parallel = 4;
+  int parallel = 8;  // the best throughput at 16 clients on SmolLM2 with TTFT P99 under 2 s (PERFORMANCE.md 9)
   SamplingFlags sampling_given;
 };
 
@@ -94,7 +94,7 @@ void register_serve(CLI::App& app) {
   add_model_options(*sub, o->model);
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one)")->check(CLI::Range(0, 65535));
-  sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 4)")->check(CLI::Range(1, 256));
+  sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 8)")->check(CLI::Range(1, 256));
   sub->add_option("--alias", o->alias, "model name in the API (default: the file name)");
   sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");

@@ -154,6 +154,10 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         throw bad("a stop string must have 1 to " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
     r.options.stop = std::move(stops);
   }
+  if (const json* v = field(j, "ignore_eos")) {  // llama-server's: generate max_tokens whatever the model says
+    if (!v->is_boolean()) throw bad("ignore_eos must be true or false", "ignore_eos");
+    r.options.stop_at_end_of_generation = !v->get<bool>();
+  }
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
