@@ -128,15 +128,7 @@ void Scheduler::admit() {
 
 bool Scheduler::step() {
   admit();
-  // Requests cancelled (by the caller or by their text sink) end before the batch.
-  for (auto it = running_.begin(); it != running_.end();) {
-    if ((*it)->gen->done()) {
-      finish(**it);
-      it = running_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  retire_done();  // cancelled by the caller or by their text sink: they end before the batch
   publish_running();
   if (running_.empty()) return false;
 
@@ -175,6 +167,12 @@ bool Scheduler::step() {
     }
     s.next_token = s.gen->step(logits + static_cast<int64_t>(i) * n_vocab, opt_.slot_ctx - s.n_past);
   }
+  retire_done();
+  publish_running();
+  return true;
+}
+
+void Scheduler::retire_done() {
   for (auto it = running_.begin(); it != running_.end();) {
     if ((*it)->gen->done()) {
       finish(**it);
@@ -183,8 +181,6 @@ bool Scheduler::step() {
       ++it;
     }
   }
-  publish_running();
-  return true;
 }
 
 void Scheduler::publish_running() {

@@ -84,6 +84,7 @@ class Scheduler {
   void admit();
   void finish(Sequence& s);
   void publish_running();  // running_ids_ from running_
+  void retire_done();      // ends (on_done, slot freed) the running requests that are done
 
   const Model& model_;
   SchedulerOptions opt_;
