@@ -16,9 +16,7 @@ std::atomic<int64_t> g_steals{0};
 
 int64_t WorkShares::steals_so_far() { return g_steals.load(std::memory_order_relaxed); }
 
-WorkShares::WorkShares(int n_threads) : n_(n_threads) {
-  if (n_threads < 1 || n_threads > kMaxThreads) throw Error("internal: WorkShares for " + std::to_string(n_threads) + " threads");
-}
+WorkShares::WorkShares(int n_threads) { reset(n_threads); }
 
 WorkShares::~WorkShares() {
   for (Room& r : rooms_)

@@ -78,7 +78,9 @@ int Scheduler::running() const {
 }
 
 void Scheduler::finish(Sequence& s) {
-  s.gen->stats().decode_s = s.n_past > 0 ? seconds_since(s.first_token) : 0;
+  // From the end of the prompt on; none when it ended before (a cancel while prefilling).
+  const bool decoded = s.first_token != std::chrono::steady_clock::time_point{};
+  s.gen->stats().decode_s = decoded ? seconds_since(s.first_token) : 0;
   if (s.request.on_done) s.request.on_done(s.gen->stats());
   free_slots_.push_back(s.slot);
 }

@@ -77,7 +77,6 @@ class Server {
   std::condition_variable work_cv_;
   bool work_ = false;
   std::atomic<bool> ready_{false}, stopping_{false}, steps_done_{false};
-  std::atomic<int64_t> next_id_{1};
   std::atomic<int> in_flight_{0};  // completion requests accepted and not yet answered in full
   // /metrics: requests by path and status, tokens, requests ended by a cancel,
   // and latency histograms (seconds).
