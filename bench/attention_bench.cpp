@@ -70,9 +70,9 @@ KvCache& filled_cache(const ModelSpec& spec, Isa isa, KvType type, int64_t depth
 // in a model, the weights streamed between two tokens push a layer's KV out.
 void evict(const KvCache& kv, int64_t positions) {
 #if defined(__x86_64__)
-  const int64_t bytes = (positions + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_bytes();
-  for (const uint8_t* base : {kv.key_blocks(0, 0), kv.value_blocks(0, 0)})
-    for (int64_t i = 0; i < bytes; i += 64) _mm_clflush(base + i);
+  for (int64_t p = 0; p < positions; p += KvCache::kBlock)
+    for (const uint8_t* block : {kv.key_block(0, 0, p), kv.value_block(0, 0, p)})
+      for (int64_t i = 0; i < kv.block_bytes(); i += 64) _mm_clflush(block + i);
   _mm_mfence();
 #else
   (void)kv, (void)positions;

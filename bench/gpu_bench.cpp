@@ -93,17 +93,21 @@ void attention_bench(benchmark::State& state, KvType type, int64_t depth, int64_
   gpu::Buffer o(*g_dev, static_cast<size_t>(n_tok * n_head * hd) * 4, gpu::Memory::device, "o");
   gpu::Buffer pos(*g_dev, static_cast<size_t>(n_tok) * 4, gpu::Memory::device, "pos");
   gpu::Buffer part(*g_dev, gpu::attention_partial_bytes(hd), gpu::Memory::device, "partials");
+  gpu::Buffer table(*g_dev, static_cast<size_t>(blocks) * 4, gpu::Memory::device, "block table");
   {
     gpu::Stream s(*g_dev);
     std::vector<int32_t> positions(static_cast<size_t>(n_tok));
     for (int64_t t = 0; t < n_tok; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(depth + t);
     s.upload(pos, positions.data(), positions.size() * 4);
+    std::vector<int32_t> ids(static_cast<size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) ids[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    s.upload(table, ids.data(), ids.size() * 4);
     s.fill_zero(k, 0, kv_bytes);
     s.fill_zero(v, 0, kv_bytes);
     s.fill_zero(q, 0, q.size());
     s.finish();
   }
-  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, type, 0, block_bytes, &pos, 0, &o, 0, n_head * hd, n_tok, n_head,
+  const gpu::AttentionOp op{&q, 0, n_head * hd, &k, &v, type, &table, 0, block_bytes, &pos, 0, &o, 0, n_head * hd, n_tok, n_head,
                             n_kv, hd, 0, &part, depth + n_tok - 1};
   const double sec = time_dispatches(state, [&](gpu::Stream& s) { gpu::attention(*g_dev, s, op); });
   report_bytes(state, static_cast<double>((depth + n_tok) * KvCache::position_bytes(n_kv, hd, type)), sec);  // K and V once

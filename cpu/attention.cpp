@@ -181,11 +181,11 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     const int seq = batch.seq[tl.t0];
     const bool whole = p.p0 == 0 && p.p1 == tl.keys;
     float* s = w.states.data() + p.state;
-    const uint8_t *kb = kv.key_blocks(layer, seq), *vb = kv.value_blocks(layer, seq);
+    const uint8_t *kb = kv.key_pool(layer), *vb = kv.value_pool(layer);
     const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
                     kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
-                    kv.block_bytes(),
+                    kv.table(seq).data(), kv.block_bytes(),
                     p.p0, p.p1, scale,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};

@@ -24,8 +24,8 @@ struct AttentionTile {
   const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
   int64_t n_tok, group, n_kv, head_dim;
   // Keys and values in the cache's blocks (core/graph/kv_cache.h), f16 or
-  // int8 (kv_type), ld bytes from one block to the next. Element d of KV head
-  // h at position p, its block at b = p / kCacheBlock * ld bytes and j = p % kCacheBlock:
+  // int8 (kv_type), ld bytes a block. Element d of KV head h at position p,
+  // its block at b = blocks[p / kCacheBlock] * ld bytes and j = p % kCacheBlock:
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
   //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
   // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values); f16: ks = vs = nullptr.
@@ -34,6 +34,7 @@ struct AttentionTile {
   const uint8_t* v;
   const uint8_t* ks;
   const uint8_t* vs;
+  const int32_t* blocks;  // the sequence's block table
   int64_t ld;
   int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k

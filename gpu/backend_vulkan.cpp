@@ -88,9 +88,7 @@ class VulkanBackend final : public Backend {
     // attention stays on the CPU). Sliding-window models qualify too: the
     // engine refuses contexts past their window, inside which it sees all.
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
-      const int64_t blocks = (kv.n_ctx() + KvCache::kBlock - 1) / KvCache::kBlock;
-      per_seq_ = blocks * kv.block_bytes();
-      const size_t bytes = static_cast<size_t>(per_seq_ * kv.n_seq());
+      const size_t bytes = static_cast<size_t>(kv.n_blocks() * kv.block_bytes());
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
       if (used + 2 * bytes * static_cast<uint64_t>(layers) <= budget && bytes <= dev_->info().max_storage_range) {
         try {
@@ -328,21 +326,35 @@ class VulkanBackend final : public Backend {
     }
   }
 
-  // The batch's positions, per-token cache offsets and RoPE tables, uploaded once per batch.
+  // The batch's positions, the cache blocks its keys and values go to, the
+  // block tables of its sequences and RoPE tables, uploaded once per batch.
   void upload_batch(RunContext& ctx) {
     if (batch_uploaded_) return;
     const Batch& b = *ctx.batch;
     const int64_t n = b.size();
+    const KvCache& kv = *ctx.kv;
     base_.resize(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) base_[t] = static_cast<uint32_t>(b.seq[t] * per_seq_);
+    block_tables_.clear();
+    table_at_.assign(static_cast<size_t>(kv.n_seq()), -1);
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<int32_t>& table = kv.table(b.seq[t]);
+      base_[t] = static_cast<uint32_t>(table.at(static_cast<size_t>(b.pos[t] / KvCache::kBlock)) * kv.block_bytes());
+      int64_t& at = table_at_[static_cast<size_t>(b.seq[t])];
+      if (at >= 0) continue;
+      at = static_cast<int64_t>(block_tables_.size());
+      block_tables_.insert(block_tables_.end(), table.begin(), table.end());
+    }
+    if (block_tables_.empty()) block_tables_.push_back(0);
     const RopeParams p{1, spec_.head_dim, spec_.rope_dim, spec_.rope_theta, spec_.rope_freq_scale, spec_.rope_style};
     tables_ = spec_.rope_dim >= 2 ? gpu::rope_tables(b.pos.data(), n, p) : std::vector<float>(1);
     ensure(pos_, n * 4, "positions", &ctx);
     ensure(base_buf_, n * 4, "cache offsets", &ctx);
+    ensure(block_tables_buf_, block_tables_.size() * 4, "block tables", &ctx);
     ensure(tables_buf_, tables_.size() * 4, "RoPE tables", &ctx);
     gpu::Stream& s = stream();
     s.upload(*pos_, b.pos.data(), n * 4);
     s.upload(*base_buf_, base_.data(), n * 4);
+    s.upload(*block_tables_buf_, block_tables_.data(), block_tables_.size() * 4);
     s.upload(*tables_buf_, tables_.data(), tables_.size() * 4);
     batch_uploaded_ = true;
   }
@@ -364,7 +376,7 @@ class VulkanBackend final : public Backend {
     const int64_t block_bytes = ctx.kv->block_bytes();
     const KvType type = ctx.kv->type();
     gpu::Stream& s = stream();
-    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, block_bytes, type});
+    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, type});
     // The same rows for the CPU's cache, stored when they come back (flush).
     PendingKv& p = pending_kv_.emplace_back();
     p.kv = ctx.kv;
@@ -379,7 +391,8 @@ class VulkanBackend final : public Backend {
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
       int64_t t1 = t0 + 1, max_pos = b.pos[t0];
       for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
-      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, b.seq[t0] * per_seq_, block_bytes, pos_.get(), t0, &o,
+      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, block_tables_buf_.get(), table_at_[static_cast<size_t>(b.seq[t0])],
+                          block_bytes, pos_.get(), t0, &o,
                           t0 * qd, qd, t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim, 0, &partial, max_pos};
       gpu::attention(*dev_, s, op);
       t0 = t1;
@@ -433,16 +446,17 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
-  int64_t per_seq_ = 0;                                      // bytes of one sequence's blocks
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device
   std::unique_ptr<gpu::Stream> stream_;
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_, tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_, block_tables_buf_, tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
       expert_y_;
   std::vector<uint32_t> base_;
+  std::vector<int32_t> block_tables_;  // of the batch's sequences, each once
+  std::vector<int64_t> table_at_;      // per sequence: where its table starts in block_tables_ (-1: not in the batch)
   std::vector<float> tables_;
 };
 

@@ -92,8 +92,9 @@ struct AttentionOp {
   const Buffer* k;
   const Buffer* v;
   KvType kv_type = KvType::f16;
-  int64_t kv_base = 0;  // bytes: the sequence's first block for this layer, in both k and v
-  int64_t block_bytes = 0;
+  const Buffer* table;  // int32 block ids: the sequence's block b is table[table_offset + b]
+  int64_t table_offset = 0;
+  int64_t block_bytes = 0;  // a block, in both k and v
   const Buffer* pos;  // int32 [n_tok] from pos_offset
   int64_t pos_offset = 0;
   const Buffer* o;  // [n_tok][ldo] floats from o_offset
@@ -110,11 +111,11 @@ void attention(Device& device, Stream& stream, const AttentionOp& op);
 
 // Stores n_tok keys and values (f32 [n_tok][kv_dim]) at their positions into
 // the device caches k_cache, v_cache (the CPU cache's type and layout), token
-// t at its sequence's first block base[t] (bytes); rounded as KvCache::store
+// t into the block at byte base[t] (its position's); rounded as KvCache::store
 // rounds (f16: the same bits; q8: see kv_store_q8.comp).
 struct KvStoreOp {
   const Buffer *k, *v, *pos, *base, *k_cache, *v_cache;
-  int64_t n_tok = 0, kv_dim = 0, head_dim = 0, block_bytes = 0;
+  int64_t n_tok = 0, kv_dim = 0, head_dim = 0;
   KvType kv_type = KvType::f16;
 };
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Attention of query rows against the KV cache in the CPU's block layout
-// (core/graph/kv_cache.h): per block of 64 positions, keys [KV head][dim][64]
+// (core/graph/kv_cache.h), a sequence's blocks found through its block table:
+// per block of 64 positions, keys [KV head][dim][64]
 // (transposed) and values [KV head][64][dim], f16, or int8 with Q8 (then the
 // block's scales [KV head][64] follow each; a key's scale multiplies its
 // scores, a value's its column of P after the softmax sum took P). A workgroup takes ROWS query
@@ -55,11 +56,12 @@ const uint ELEMENT_BYTES = 2;
 layout(binding = 3) readonly buffer Pos { int pos[]; };  // [n_tok]: the position of each token
 layout(binding = 4) writeonly buffer O { float o[]; };
 layout(binding = 5) writeonly buffer Part { float part[]; };  // [n_tok][n_head][splits][2 + head_dim]
+layout(binding = 6) readonly buffer Table { int table[]; };  // the sequence's block table from table_offset
 
 layout(push_constant) uniform Params {
   uint n_tok, n_head, group, head_dim;
-  uint kv_base;       // bytes: the first block of this sequence's layer (keys and values alike)
-  uint block_bytes;   // between blocks
+  uint table_offset;  // the sequence's block table: table[table_offset + b] is the block of positions [64 b, 64 b + 64)
+  uint block_bytes;   // a block (keys and values alike)
   uint scales;        // Q8: bytes from a block's start to its scales
   uint ldq, ldo;      // floats per token row of q and o
   uint q_offset, o_offset, pos_offset;
@@ -112,7 +114,7 @@ void main() {
   const uint b0 = first_block + min(blocks, split * per_split), b1 = first_block + min(blocks, (split + 1) * per_split);
   for (uint b = b0; b < b1; ++b) {
     const uint p0 = b * BLOCK;
-    const uint blk_bytes = p.kv_base + b * p.block_bytes, blk = blk_bytes / ELEMENT_BYTES;
+    const uint blk_bytes = uint(table[p.table_offset + b]) * p.block_bytes, blk = blk_bytes / ELEMENT_BYTES;
     const uint key = p0 + j;
     float s[ROWS];
     for (uint r = 0; r < ROWS; ++r) s[r] = 0.0;

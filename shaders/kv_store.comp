@@ -16,7 +16,7 @@ layout(local_size_x = 64) in;
 layout(binding = 0) readonly buffer K { float k[]; };
 layout(binding = 1) readonly buffer V { float v[]; };
 layout(binding = 2) readonly buffer Pos { int pos[]; };
-layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block, in bytes
+layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: the block of its position, in bytes
 #ifdef WORDS16
 layout(binding = 4) buffer KC { uint kc[]; };
 layout(binding = 5) buffer VC { uint vc[]; };
@@ -32,7 +32,7 @@ layout(binding = 5) writeonly buffer VC { uint16_t vc[]; };
 #define STORE(cache, i, h) cache[i] = uint16_t(h)
 #endif
 
-layout(push_constant) uniform Params { uint kv_dim, head_dim, block_bytes; } p;
+layout(push_constant) uniform Params { uint kv_dim, head_dim; } p;
 
 const uint BLOCK = 64;
 
@@ -58,7 +58,7 @@ uint f32_to_f16(float f) {
 void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
   if (i >= p.kv_dim) return;
-  const uint ps = uint(pos[t]), blk = (base[t] + (ps / BLOCK) * p.block_bytes) / 2, j = ps % BLOCK;
+  const uint ps = uint(pos[t]), blk = base[t] / 2, j = ps % BLOCK;
   STORE(kc, blk + i * BLOCK + j, f32_to_f16(k[t * p.kv_dim + i]));
   STORE(vc, blk + ((i / p.head_dim) * BLOCK + j) * p.head_dim + i % p.head_dim, f32_to_f16(v[t * p.kv_dim + i]));
 }

@@ -16,11 +16,11 @@ layout(local_size_x = 64) in;
 layout(binding = 0) readonly buffer K { float k[]; };
 layout(binding = 1) readonly buffer V { float v[]; };
 layout(binding = 2) readonly buffer Pos { int pos[]; };
-layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: its sequence's first block, in bytes
+layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: the block of its position, in bytes
 layout(binding = 4) buffer KC { uint kc[]; };
 layout(binding = 5) buffer VC { uint vc[]; };
 
-layout(push_constant) uniform Params { uint kv_dim, head_dim, block_bytes; } p;
+layout(push_constant) uniform Params { uint kv_dim, head_dim; } p;
 
 const uint BLOCK = 64, WG = 64, RED_N = 1;
 #include "group_reduce.glsl"
@@ -47,7 +47,7 @@ uint quantize(float x, float inv) { return uint(int(clamp(roundEven(x * inv), -1
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, j = gl_LocalInvocationID.x, hd = p.head_dim;
   const uint ps = uint(pos[t]), jj = ps % BLOCK, row = t * p.kv_dim + h * hd;
-  const uint blk = base[t] + (ps / BLOCK) * p.block_bytes;  // bytes
+  const uint blk = base[t];  // bytes
   const uint scale_word = (blk + p.kv_dim * BLOCK + (h * BLOCK + jj) * 4) / 4;
 
   const float ka = head_amax(true, row), kinv = finite_inverse(ka);

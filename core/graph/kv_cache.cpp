@@ -2,6 +2,7 @@
 #include "core/graph/kv_cache.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -28,12 +29,27 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   return d;
 }
 
+namespace {
+int64_t blocks_for(int64_t positions) { return (positions + KvCache::kBlock - 1) / KvCache::kBlock; }
+}  // namespace
+
 KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type)
+    : KvCache(spec, n_ctx, n_seq, n_seq > 0 && n_ctx > 0 ? n_seq * blocks_for(n_ctx) : 0, type) {
+  for (int seq = 0; seq < n_seq_; ++seq)
+    while (grow(seq)) {
+    }
+}
+
+KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type)
     : n_layer_(spec.n_layer), n_ctx_(n_ctx), kv_dim_(spec.kv_dim()), n_head_kv_(spec.n_head_kv),
-      head_dim_(spec.head_dim), n_seq_(n_seq), type_(type) {
+      head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
+  if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
   spec.check_context(n_ctx);
   data_ = aligned_alloc_bytes(bytes());
+  tables_.resize(static_cast<size_t>(n_seq));
+  refs_.assign(static_cast<size_t>(n_blocks), 0);
+  for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
 int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type) {
@@ -42,20 +58,59 @@ int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type) {
 }
 
 size_t KvCache::bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type) {
-  const int64_t blocks = (n_ctx + kBlock - 1) / kBlock;
-  return 2 * static_cast<size_t>(n_layer * n_seq * blocks * block_bytes(n_head_kv, head_dim, type));
+  return 2 * static_cast<size_t>(n_layer * n_seq * blocks_for(n_ctx) * block_bytes(n_head_kv, head_dim, type));
 }
 
-const uint8_t* KvCache::blocks(int kv, int64_t layer, int seq) const {
-  const int64_t slot = (kv * n_layer_ + layer) * n_seq_ + seq;
-  return data_.get() + slot * blocks_per_slot() * block_bytes();
+bool KvCache::grow(int seq) {
+  std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
+  if (free_.empty() || static_cast<int64_t>(t.size()) >= blocks_for(n_ctx_)) return false;
+  t.push_back(free_.back());
+  free_.pop_back();
+  refs_[static_cast<size_t>(t.back())] = 1;
+  return true;
+}
+
+void KvCache::share(int seq, int32_t block) {
+  std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
+  if (static_cast<int64_t>(t.size()) >= blocks_for(n_ctx_)) throw Error("internal: KV block shared past a sequence's context");
+  ref(block);
+  t.push_back(block);
+}
+
+void KvCache::release(int seq) {
+  std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
+  for (int32_t b : t) unref(b);
+  t.clear();
+}
+
+void KvCache::ref(int32_t block) {
+  int32_t& r = refs_.at(static_cast<size_t>(block));
+  if (r <= 0) throw Error("internal: a reference to free KV block " + std::to_string(block));
+  ++r;
+}
+
+void KvCache::unref(int32_t block) {
+  int32_t& r = refs_.at(static_cast<size_t>(block));
+  if (r <= 0) throw Error("internal: KV block " + std::to_string(block) + " released twice");
+  if (--r == 0) free_.push_back(block);
+}
+
+const uint8_t* KvCache::pool(int kv, int64_t layer) const {
+  return data_.get() + (kv * n_layer_ + layer) * n_blocks_ * block_bytes();
+}
+
+const uint8_t* KvCache::block_of(int kv, int64_t layer, int seq, int64_t pos) const {
+  const std::vector<int32_t>& t = table(seq);
+  if (pos < 0 || pos / kBlock >= static_cast<int64_t>(t.size()))
+    throw Error("internal: position " + std::to_string(pos) + " is outside the KV blocks of sequence " + std::to_string(seq));
+  return pool(kv, layer) + t[static_cast<size_t>(pos / kBlock)] * block_bytes();
 }
 
 void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const float* value) {
   const int64_t j = pos % kBlock;
   for (int kv = 0; kv < 2; ++kv) {
     const float* x = kv == 0 ? key : value;
-    uint8_t* block = blocks(kv, layer, seq) + pos / kBlock * block_bytes();
+    uint8_t* block = const_cast<uint8_t*>(block_of(kv, layer, seq, pos));
     for (int64_t h = 0; h < n_head_kv_; ++h) {
       const float* xh = x + h * head_dim_;
       if (type_ == KvType::f16) {
@@ -71,7 +126,7 @@ void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const
 }
 
 float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const {
-  const uint8_t* block = blocks(kv, layer, seq) + pos / kBlock * block_bytes();
+  const uint8_t* block = block_of(kv, layer, seq, pos);
   const int64_t h = i / head_dim_, at = index(kv, h, i % head_dim_, pos % kBlock);
   if (type_ == KvType::f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(block)[at]);
   float d;

@@ -1,25 +1,35 @@
 // SPDX-License-Identifier: MIT
-// Keys and values of every layer, per sequence slot, stored as f16 or as int8
-// with one f32 scale per (position, KV head) (KvType::q8: half the memory and
-// half the bytes a decode step reads; per-head absmax, so a key or value
-// vector keeps its relative precision whatever its size).
+// Keys and values of every layer in a pool of blocks of kBlock positions,
+// stored as f16 or as int8 with one f32 scale per (position, KV head)
+// (KvType::q8: half the memory and half the bytes a decode step reads;
+// per-head absmax, so a key or value vector keeps its relative precision
+// whatever its size).
 //
-// Both are stored in blocks of kBlock positions, per (layer, seq, block) and
-// then per KV head, so that the attention kernels read one (block, KV head)
-// as two contiguous runs (the hardware prefetchers follow them; decode reads
-// the whole cache once per token):
+// Each sequence has a block table: its positions [b * kBlock, (b + 1) *
+// kBlock) live in block table(seq)[b]. A block id names the same block in
+// every layer. Blocks are reference-counted: sequences whose prompts start
+// alike can hold the same full blocks (core/runtime/prefix_cache.h), and a
+// block is free again when no one holds it. The first constructor gives each
+// sequence n_ctx positions of its own from the start (one user: the tables
+// never change); the paged one starts with empty tables that grow as the
+// sequences do (a server: memory follows the tokens in flight).
+//
+// In a block, per KV head, the attention kernels read two contiguous runs
+// (the hardware prefetchers follow them; decode reads the whole cache once
+// per token):
 //   keys:   [KV head][head_dim][kBlock]   transposed, position fastest: value d of
 //           consecutive keys is one vector, scored with keys in lanes (no
 //           transposition at run time; cpu/x86/attention_x86.inc)
 //   values: [KV head][kBlock][head_dim]   rows
 //   q8 only, after either: scales [KV head][kBlock] f32, element = scale * int8
-// A block's positions past the ones written hold whatever was there (zeros
-// at first): readers mask them.
+// A block's positions past the ones written hold whatever was there: readers
+// mask them.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/model/model_spec.h"
 #include "quant/weight.h"
@@ -40,16 +50,20 @@ class KvCache {
  public:
   static constexpr int64_t kBlock = 64;
 
+  // n_seq sequences of n_ctx positions, each holding its blocks from the start.
   KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type = KvType::f16);
+  // Paged: n_blocks blocks shared by n_seq sequences of at most n_ctx
+  // positions each; every table starts empty (grow()).
+  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type);
 
   KvType type() const { return type_; }
-  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_ctx() const { return n_ctx_; }  // the most positions one sequence may have
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return bytes(n_layer_, n_head_kv_, head_dim_, n_ctx_, n_seq_, type_); }
-  // What a cache of this shape allocates.
+  size_t bytes() const { return static_cast<size_t>(2 * n_layer_ * n_blocks_ * block_bytes()); }
+  // What a cache of n_seq sequences of n_ctx positions each allocates.
   static size_t bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type);
-  // Bytes of one block of keys (or of values) of one (layer, seq): kBlock positions of every KV head.
+  // Bytes of one block of keys (or of values) of one layer: kBlock positions of every KV head.
   static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type);
   int64_t block_bytes() const { return block_bytes(n_head_kv_, head_dim_, type_); }
   // Bytes of one position's keys and values in one layer (scales included): what attention reads per position.
@@ -59,21 +73,45 @@ class KvCache {
   // Where a q8 block's scales start, in bytes from the block's start.
   int64_t scales_offset() const { return kv_dim_ * kBlock; }
 
+  // The pool.
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // Sequence seq's blocks, in position order.
+  const std::vector<int32_t>& table(int seq) const { return tables_.at(static_cast<size_t>(seq)); }
+  // Positions seq can hold without growing.
+  int64_t capacity(int seq) const { return static_cast<int64_t>(table(seq).size()) * kBlock; }
+  // Appends a free block to seq's table (one reference, seq's); false, and
+  // nothing changes, when none is free or the table holds n_ctx positions.
+  bool grow(int seq);
+  // Appends `block`, held by someone else already, to seq's table (one more
+  // reference). Only full blocks are shared: a holder never writes into one.
+  void share(int seq, int32_t block);
+  // Drops seq's references and empties its table.
+  void release(int seq);
+  // References to a block (sequences holding it, and a prefix cache's own).
+  int refs(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
+  void ref(int32_t block);
+  void unref(int32_t block);  // the block is free again at zero
+
   // Stores the key and value of (layer, seq, pos), [kv_dim] f32 each, rounded
-  // to the cache's type (f16: to nearest even, as core/util/half.h).
+  // to the cache's type (f16: to nearest even, as core/util/half.h). pos must
+  // lie inside seq's table.
   void store(int64_t layer, int seq, int64_t pos, const float* key, const float* value);
   // Element i of the key and of the value at (layer, seq, pos), as stored (f16 or scale * int8).
   float key(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(0, layer, seq, pos, i); }
   float value(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(1, layer, seq, pos, i); }
-  // The blocks of (layer, seq): block b at + b * block_bytes(), KV head h's
-  // elements at + h * head_dim * kBlock elements, its q8 scales at + scales_offset() + h * kBlock * 4 bytes.
-  const uint8_t* key_blocks(int64_t layer, int seq) const { return blocks(0, layer, seq); }
-  const uint8_t* value_blocks(int64_t layer, int seq) const { return blocks(1, layer, seq); }
+  // The keys (values) of one layer: block id b at + b * block_bytes(), KV
+  // head h's elements at + h * head_dim * kBlock elements, its q8 scales at
+  // + scales_offset() + h * kBlock * 4 bytes.
+  const uint8_t* key_pool(int64_t layer) const { return pool(0, layer); }
+  const uint8_t* value_pool(int64_t layer) const { return pool(1, layer); }
+  // The block holding position pos of seq, in key_pool(layer) or value_pool(layer).
+  const uint8_t* key_block(int64_t layer, int seq, int64_t pos) const { return block_of(0, layer, seq, pos); }
+  const uint8_t* value_block(int64_t layer, int seq, int64_t pos) const { return block_of(1, layer, seq, pos); }
 
  private:
-  const uint8_t* blocks(int kv, int64_t layer, int seq) const;
-  uint8_t* blocks(int kv, int64_t layer, int seq) { return const_cast<uint8_t*>(std::as_const(*this).blocks(kv, layer, seq)); }
-  int64_t blocks_per_slot() const { return (n_ctx_ + kBlock - 1) / kBlock; }
+  const uint8_t* pool(int kv, int64_t layer) const;
+  const uint8_t* block_of(int kv, int64_t layer, int seq, int64_t pos) const;
   // Offset in elements of (KV head h, dim d) at position j of a block: keys transposed, values rows.
   int64_t index(int kv, int64_t h, int64_t d, int64_t j) const {
     return kv == 0 ? (h * head_dim_ + d) * kBlock + j : (h * kBlock + j) * head_dim_ + d;
@@ -83,7 +121,11 @@ class KvCache {
   int64_t n_layer_, n_ctx_, kv_dim_, n_head_kv_, head_dim_;
   int n_seq_;
   KvType type_;
+  int64_t n_blocks_;
   AlignedBytes data_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> refs_;
+  std::vector<int32_t> free_;  // taken from the back: the lowest ids first
 };
 
 }  // namespace basalt

@@ -70,6 +70,9 @@ void Executor::begin(const Batch& batch) {
     if (batch.pos[i] < 0 || batch.pos[i] >= kv_.n_ctx())
       throw Error("position " + std::to_string(batch.pos[i]) + " is outside the context (" + std::to_string(kv_.n_ctx()) + " tokens)");
     if (batch.seq[i] < 0 || batch.seq[i] >= kv_.n_seq()) throw Error("sequence id " + std::to_string(batch.seq[i]) + " out of range");
+    if (batch.pos[i] >= kv_.capacity(batch.seq[i]))  // a paged cache: the caller grows the table first
+      throw Error("internal: position " + std::to_string(batch.pos[i]) + " of sequence " + std::to_string(batch.seq[i]) +
+                  " has no KV block");
   }
   ctx_.batch = &batch;
   ctx_.out_rows.clear();

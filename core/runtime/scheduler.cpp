@@ -8,6 +8,8 @@
 namespace basalt {
 
 namespace {
+constexpr int64_t B = KvCache::kBlock;
+int64_t blocks_for(int64_t positions) { return (positions + B - 1) / B; }
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -15,34 +17,46 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 struct Scheduler::Sequence {
   int64_t id;
-  int slot;
+  int64_t order;  // admission order: the youngest is preempted first
+  int slot = -1;  // -1: waiting (preempted)
   ScheduledRequest request;
   std::unique_ptr<Generation> gen;
-  int64_t prefilled = 0;    // prompt tokens in the cache
-  int64_t n_past = 0;       // positions in the cache
-  int32_t next_token = -1;  // to run at the next step (decoding); -1 while prefilling
+  // The tokens whose keys and values the request needs: its prompt, then
+  // each generated token as it runs. A preempted request computes them again.
+  std::vector<int32_t> context;
+  int64_t computed = 0;     // of context, in the cache
+  int32_t next_token = -1;  // sampled, to run at the next step; -1 until the prompt's end
+  PrefixCache::Cursor cursor;
   std::chrono::steady_clock::time_point admitted, first_token;
 };
 
 Scheduler::Scheduler(const Model& model, const SchedulerOptions& opt)
     : model_(model),
       opt_(opt),
-      kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running), opt.kv_type),
+      kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running),
+          opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * blocks_for(std::max<int64_t>(1, opt.slot_ctx)),
+          opt.kv_type),
       executor_(model, kv_, std::max<int64_t>(opt.step_tokens, opt.max_running), opt.offload) {
   if (opt.max_running < 1 || opt.slot_ctx < 1 || opt.step_tokens < 1)
     throw Error("scheduler: max_running, slot_ctx and step_tokens must be at least 1");
+  if (opt.prefix_cache) prefix_ = std::make_unique<PrefixCache>(kv_);
   for (int s = opt.max_running - 1; s >= 0; --s) free_slots_.push_back(s);
+  counts_.kv_blocks = kv_.n_blocks();
+  publish();
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+  prefix_.reset();  // its references, before the cache they are in
+}
 
 int64_t Scheduler::submit(ScheduledRequest r) {
   if (r.prompt.empty()) throw Error("the prompt is empty");
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
   const int64_t max_tokens = std::max<int64_t>(0, r.options.max_tokens);
-  if (n_prompt + max_tokens > opt_.slot_ctx)
+  const int64_t room = std::min(opt_.slot_ctx, kv_.n_blocks() * B);
+  if (n_prompt + max_tokens > room)
     throw Error("the prompt (" + std::to_string(n_prompt) + " tokens) and max_tokens (" + std::to_string(max_tokens) +
-                ") do not fit in the context of " + std::to_string(opt_.slot_ctx) + " tokens per request");
+                ") do not fit in the context of " + std::to_string(room) + " tokens per request");
   Sampler check(r.options.sampling);  // bad sampling parameters are the caller's error, now
   (void)check;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -69,25 +83,61 @@ void Scheduler::cancel_all() {
 
 size_t Scheduler::queued() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.size();
+  return queue_.size() + preempted_count_;
 }
 
 int Scheduler::running() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int>(running_ids_.size());
+  return stats_.running;
 }
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SchedulerStats s = stats_;
+  s.queued = queue_.size() + preempted_count_;
+  return s;
+}
+
+int64_t Scheduler::available_blocks() const { return kv_.free_blocks() + (prefix_ ? prefix_->evictable() : 0); }
 
 void Scheduler::finish(Sequence& s) {
   // From the end of the prompt on; none when it ended before (a cancel while prefilling).
   const bool decoded = s.first_token != std::chrono::steady_clock::time_point{};
   s.gen->stats().decode_s = decoded ? seconds_since(s.first_token) : 0;
   if (s.request.on_done) s.request.on_done(s.gen->stats());
-  free_slots_.push_back(s.slot);
+  if (s.slot >= 0) {
+    kv_.release(s.slot);
+    free_slots_.push_back(s.slot);
+    s.slot = -1;
+  }
+}
+
+bool Scheduler::start(Sequence& s) {
+  if (free_slots_.empty()) return false;
+  const int64_t n = static_cast<int64_t>(s.context.size());
+  // The whole context and the next token must fit now (what the cache holds already needs no new block).
+  if (available_blocks() < blocks_for(n + 1) && !running_.empty()) return false;
+  s.slot = free_slots_.back();
+  free_slots_.pop_back();
+  s.computed = 0;
+  s.cursor = {};
+  if (prefix_) {
+    // A fresh prompt computes at least its last token (its logits give the first output token).
+    const int64_t most = s.next_token >= 0 ? n / B : (n - 1) / B;
+    s.cursor = prefix_->attach(s.slot, s.context.data(), n, most);
+    s.computed = s.cursor.blocks * B;
+    if (s.computed > 0 && s.next_token < 0) {
+      ++counts_.prefix_hits;
+      counts_.prefix_hit_tokens += s.computed;
+      s.gen->stats().n_prefilled -= s.computed;
+    }
+  }
+  return true;
 }
 
 void Scheduler::admit() {
   std::vector<int64_t> cancels;
-  std::vector<Waiting> admitted, dropped;
+  std::vector<Waiting> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cancels.swap(cancelled_);
@@ -100,11 +150,6 @@ void Scheduler::admit() {
         ++it;
       }
     }
-    while (!queue_.empty() && free_slots_.size() > admitted.size()) {
-      running_ids_.push_back(queue_.front().id);  // cancellable while it moves over
-      admitted.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
   }
   for (Waiting& w : dropped) {
     GenerationStats st;
@@ -112,52 +157,134 @@ void Scheduler::admit() {
     st.stop_reason = "cancelled";
     if (w.request.on_done) w.request.on_done(st);
   }
+  auto is_cancelled = [&](const Sequence& s) { return std::find(cancels.begin(), cancels.end(), s.id) != cancels.end(); };
   for (auto& s : running_)
-    if (std::find(cancels.begin(), cancels.end(), s->id) != cancels.end()) s->gen->cancel();
-  for (Waiting& w : admitted) {
-    auto s = std::make_unique<Sequence>();
-    s->id = w.id;
-    s->slot = free_slots_.back();
-    free_slots_.pop_back();
-    s->request = std::move(w.request);
-    s->gen = std::make_unique<Generation>(model_.tokenizer(), s->request.options, s->request.prompt,
-                                          model_.tokenizer().n_vocab(), s->request.on_text);
-    s->gen->stats().n_prefilled = static_cast<int64_t>(s->request.prompt.size());
+    if (is_cancelled(*s)) s->gen->cancel();
+  for (auto it = preempted_.begin(); it != preempted_.end();) {
+    if (is_cancelled(**it)) {
+      (*it)->gen->cancel();
+      finish(**it);
+      it = preempted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  retire_done();  // cancelled ones free their blocks before anyone new starts
+
+  // The preempted first, then the queue, in order: one that does not fit yet holds up those behind it.
+  while (!preempted_.empty() && start(*preempted_.front())) {
+    running_.push_back(std::move(preempted_.front()));
+    preempted_.pop_front();
+  }
+  if (!preempted_.empty()) return;
+  for (;;) {
+    std::unique_ptr<Sequence> s;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty() || free_slots_.empty()) return;
+      s = std::make_unique<Sequence>();
+      s->id = queue_.front().id;
+      s->request = std::move(queue_.front().request);
+      s->context = s->request.prompt;
+      s->gen = std::make_unique<Generation>(model_.tokenizer(), s->request.options, s->request.prompt,
+                                            model_.tokenizer().n_vocab(), s->request.on_text);
+      s->gen->stats().n_prefilled = static_cast<int64_t>(s->request.prompt.size());
+      if (!start(*s)) {  // the request stays first in line
+        queue_.front().request = std::move(s->request);
+        return;
+      }
+      queue_.pop_front();
+      running_ids_.push_back(s->id);  // cancellable while it moves over
+    }
+    s->order = next_order_++;
     s->admitted = std::chrono::steady_clock::now();
+    if (s->request.on_start) s->request.on_start();
     running_.push_back(std::move(s));
   }
 }
 
+void Scheduler::preempt(Sequence& s) {
+  kv_.release(s.slot);
+  free_slots_.push_back(s.slot);
+  s.slot = -1;
+  s.computed = 0;
+  s.cursor = {};
+  ++counts_.preemptions;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
+  // Victims go youngest first, so each new one is older than those waiting already.
+  preempted_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
+bool Scheduler::free_a_block(int64_t younger_than) {
+  if (prefix_ && prefix_->evict()) return true;
+  Sequence* victim = nullptr;
+  for (auto& r : running_)
+    if (r->order > younger_than && (!victim || r->order > victim->order)) victim = r.get();
+  if (!victim) return false;
+  preempt(*victim);
+  return true;
+}
+
+bool Scheduler::reserve(Sequence& s, int64_t positions, int64_t limit) {
+  while (kv_.capacity(s.slot) < positions)
+    if (!kv_.grow(s.slot) && !free_a_block(limit)) return false;
+  return true;
+}
+
 bool Scheduler::step() {
   admit();
-  retire_done();  // cancelled by the caller or by their text sink: they end before the batch
-  publish_running();
+  publish();
   if (running_.empty()) return false;
 
-  // The batch: every decoding request's next token, then prompt chunks, oldest first.
+  // Blocks for this step, oldest request first: each decoding request's next
+  // position (a younger one, or the request itself, is preempted for it),
+  // then prompt chunks within the token budget (one preempts only younger ones).
+  std::vector<Sequence*> order;
+  for (auto& r : running_) order.push_back(r.get());  // running_ changes as requests are preempted
+  auto alive = [](const Sequence* s) { return s->slot >= 0; };
+  auto decoding = [](const Sequence& s) { return s.next_token >= 0 && s.computed == static_cast<int64_t>(s.context.size()); };
+  for (Sequence* s : order)
+    if (alive(s) && decoding(*s) && !reserve(*s, s->computed + 1, s->order)) preempt(*s);
+  int64_t budget = opt_.step_tokens;
+  for (Sequence* s : order)
+    if (alive(s) && decoding(*s)) --budget;
+  std::vector<std::pair<Sequence*, int64_t>> chunks;
+  for (Sequence* s : order) {
+    const int64_t left = static_cast<int64_t>(s->context.size()) - s->computed;
+    if (!alive(s) || left == 0 || budget <= 0) continue;
+    int64_t want = std::min(budget, left);
+    reserve(*s, s->computed + want, s->order);  // as much of it as it can get
+    want = std::min(want, kv_.capacity(s->slot) - s->computed);
+    if (want <= 0) continue;
+    chunks.emplace_back(s, want);
+    budget -= want;
+  }
+
+  // The batch: every decoding request's next token, then the prompt chunks.
   batch_.clear();
   std::vector<Sequence*> outputs;  // in the order of the logits rows
-  int64_t budget = opt_.step_tokens;
   for (auto& s : running_) {
-    if (s->next_token < 0) continue;
-    batch_.add(s->next_token, static_cast<int32_t>(s->n_past), s->slot, true);
+    if (!decoding(*s)) continue;
+    batch_.add(s->next_token, static_cast<int32_t>(s->computed), s->slot, true);
+    s->context.push_back(s->next_token);
+    ++s->computed;
     outputs.push_back(s.get());
-    ++s->n_past;
-    --budget;
   }
-  for (auto& s : running_) {
-    const int64_t n_prompt = static_cast<int64_t>(s->request.prompt.size());
-    if (s->next_token >= 0 || s->prefilled == n_prompt || budget <= 0) continue;
-    const int64_t take = std::min(budget, n_prompt - s->prefilled);
-    for (int64_t j = s->prefilled; j < s->prefilled + take; ++j)
-      batch_.add(s->request.prompt[static_cast<size_t>(j)], static_cast<int32_t>(j), s->slot, j + 1 == n_prompt);
-    s->prefilled += take;
-    s->n_past = s->prefilled;
-    budget -= take;
-    if (s->prefilled == n_prompt) outputs.push_back(s.get());
+  for (auto& [s, take] : chunks) {
+    if (!alive(s)) continue;  // a younger request's chunk, preempted for an older one's
+    const int64_t end = s->computed + take, n = static_cast<int64_t>(s->context.size());
+    const bool fresh_prompt_end = end == n && s->next_token < 0;
+    for (int64_t j = s->computed; j < end; ++j)
+      batch_.add(s->context[static_cast<size_t>(j)], static_cast<int32_t>(j), s->slot, fresh_prompt_end && j + 1 == n);
+    s->computed = end;
+    if (fresh_prompt_end) outputs.push_back(s);
   }
   last_batch_tokens_ = batch_.size();
-  if (batch_.size() == 0) return false;
+  if (batch_.size() == 0) {
+    publish();
+    return !running_.empty();
+  }
 
   const float* logits = executor_.run(batch_);
   const int64_t n_vocab = model_.spec().n_vocab;
@@ -167,10 +294,12 @@ bool Scheduler::step() {
       s.gen->stats().prefill_s = seconds_since(s.admitted);
       s.first_token = std::chrono::steady_clock::now();
     }
-    s.next_token = s.gen->step(logits + static_cast<int64_t>(i) * n_vocab, opt_.slot_ctx - s.n_past);
+    s.next_token = s.gen->step(logits + static_cast<int64_t>(i) * n_vocab, opt_.slot_ctx - s.computed);
   }
+  if (prefix_)
+    for (auto& s : running_) prefix_->insert(s->cursor, s->context.data(), s->computed, kv_.table(s->slot));
   retire_done();
-  publish_running();
+  publish();
   return true;
 }
 
@@ -185,10 +314,19 @@ void Scheduler::retire_done() {
   }
 }
 
-void Scheduler::publish_running() {
+void Scheduler::publish() {
+  SchedulerStats st = counts_;
+  st.running = static_cast<int>(running_.size());
+  st.kv_free_blocks = kv_.free_blocks();
+  st.kv_cached_blocks = prefix_ ? prefix_->blocks() : 0;
+  st.kv_used_positions = 0;
+  for (const auto& s : running_) st.kv_used_positions += s->computed;
   std::lock_guard<std::mutex> lock(mutex_);
   running_ids_.clear();
   for (const auto& s : running_) running_ids_.push_back(s->id);
+  for (const auto& s : preempted_) running_ids_.push_back(s->id);
+  preempted_count_ = preempted_.size();
+  stats_ = st;
 }
 
 void Scheduler::run_until_idle() {

@@ -12,7 +12,7 @@ namespace basalt::gpu {
 
 namespace {
 struct Push {
-  uint32_t n_tok, n_head, group, head_dim, kv_base, block_bytes, scales, ldq, ldo, q_offset, o_offset, pos_offset, window;
+  uint32_t n_tok, n_head, group, head_dim, table_offset, block_bytes, scales, ldq, ldo, q_offset, o_offset, pos_offset, window;
   float scale;
   uint32_t splits;
 };
@@ -74,13 +74,13 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
     throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " unsupported (at most 256; q8: a multiple of 4)");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
   const Tiling tile = tiling(op);
-  const Pipeline& pipe = device.pipeline({tile.shader(device, op.kv_type), 6, sizeof(Push), {}});
+  const Pipeline& pipe = device.pipeline({tile.shader(device, op.kv_type), 7, sizeof(Push), {}});
   const int64_t splits = splits_for(op, tile);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),
                   u32(op.n_head / op.n_head_kv, "group"),
                   u32(op.head_dim, "head_dim"),
-                  u32(op.kv_base, "kv_base"),
+                  u32(op.table_offset, "table offset"),
                   u32(op.block_bytes, "block_bytes"),
                   u32(op.n_head_kv * op.head_dim * 64, "scales"),
                   u32(op.ldq, "ldq"),
@@ -94,7 +94,7 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
   const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
     throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");
-  stream.dispatch(pipe, {in(*op.q), in(*op.k), in(*op.v), in(*op.pos), out(*op.o), out(part)}, &push, sizeof push,
+  stream.dispatch(pipe, {in(*op.q), in(*op.k), in(*op.v), in(*op.pos), out(*op.o), out(part), in(*op.table)}, &push, sizeof push,
                   {u32(tile.head_groups, "heads"), u32(tile.token_groups, "tokens"), u32(splits, "splits")});
   if (splits == 1) return;
   const MergePush merge{push.n_head, push.head_dim, push.splits, push.ldo, push.o_offset};
@@ -105,8 +105,8 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;
   struct {
-    uint32_t kv_dim, head_dim, block_bytes;
-  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), u32(op.block_bytes, "block_bytes")};
+    uint32_t kv_dim, head_dim;
+  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim")};
   const bool q8 = op.kv_type == KvType::q8;
   if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
   // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.

@@ -5,8 +5,11 @@
 # either way); a table of bad requests, each with its status and an OpenAI
 # error body, the server healthy after each; the API key; a full queue
 # answered 429 while every accepted request completes; a client that hangs
-# up mid-stream frees its slot (/metrics); SIGTERM during a stream lets it
-# finish and the server exit 0; 256 streams at once all complete.
+# up mid-stream frees its slot and KV blocks (/metrics); a repeated system
+# prompt is taken from the prefix cache (usage, /metrics); SIGTERM during a
+# stream lets it finish and the server exit 0; per-key rate limits (429),
+# --queue-timeout (503), --memory-limit (refused at start); 256 streams at
+# once all complete.
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -32,8 +35,9 @@ def check(cond, what):
 
 
 class ServerProcess:
-    def __init__(self, basalt, model, max_queue=2):
-        cmd = [basalt, "serve", "--port", "0", "--np", "2", "--max-queue", str(max_queue), "--api-key", KEY, "-c", "2048"]
+    def __init__(self, basalt, model, max_queue=2, np=2, extra=()):
+        cmd = [basalt, "serve", "--port", "0", "--np", str(np), "--max-queue", str(max_queue), "--api-key", KEY,
+               "-c", "2048", *extra]
         if model:
             cmd += ["-m", model]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -188,13 +192,81 @@ def test_disconnect(srv):
     c, r = stream_request(srv, 900)
     r.readline()  # the first event
     check(srv.metric("basalt_requests_running") == 1, "a long stream is running")
+    check(srv.metric("basalt_kv_positions_used") > 0, "it holds KV blocks (metrics)")
     c.sock.shutdown(2)
     c.close()
     deadline = time.time() + 10
     while time.time() < deadline and srv.metric("basalt_requests_running") != 0:
         time.sleep(0.1)
     check(srv.metric("basalt_requests_running") == 0, "the client hung up: its slot is free (metrics)")
+    check(srv.metric("basalt_kv_positions_used") == 0 and
+          srv.metric("basalt_kv_blocks_free") + srv.metric("basalt_kv_blocks_cached") == srv.metric("basalt_kv_blocks"),
+          "its KV blocks are free (or only the prefix cache's) (metrics)")
     check(srv.metric("basalt_requests_cancelled_total") >= 1, "the request counts as cancelled")
+
+
+def test_prefix_cache(srv):
+    # The same long system prompt twice: the second request takes its blocks.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    system = "You answer questions about a small town. " + " ".join(
+        f"Street {i} has {i + 2} houses and a bakery." for i in range(30))
+    hits = srv.metric("basalt_prefix_cache_hits_total")
+    usages = []
+    for question in ("Which street has the most houses?", "How many bakeries are there?"):
+        r = client.chat.completions.create(model=client.models.list().data[0].id, max_tokens=8, temperature=0, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": question}])
+        usages.append(r.usage)
+    cached = usages[1].prompt_tokens_details.cached_tokens
+    check(usages[0].prompt_tokens_details.cached_tokens == 0 and cached >= 128 and cached % 64 == 0,
+          f"the second request's usage counts its cached prompt tokens ({cached})")
+    check(srv.metric("basalt_prefix_cache_hits_total") == hits + 1, "/metrics counts the prefix cache hit")
+
+
+def completion(srv, max_tokens, prompt="Count to three:"):
+    status, headers, body = srv.request("POST", "/v1/completions",
+                                        body={"prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
+    return status, headers, body.decode()
+
+
+def test_rate_limits(basalt, model):
+    srv = ServerProcess(basalt, model, extra=["--rate-limit-rpm", "2", "--rate-limit-tpm", "1000"])
+    try:
+        status, _, body = completion(srv, 1500)
+        check(status == 400 and "1000 tokens a minute" in body, f"more tokens than a minute's limit: 400 ({status})")
+        statuses = [completion(srv, 4)[0] for _ in range(2)]
+        status, headers, body = completion(srv, 4)
+        check(statuses == [200, 200] and status == 429 and json.loads(body)["error"]["type"] == "rate_limit_error",
+              f"2 requests a minute per key: the third gets 429 ({statuses + [status]})")
+        retry = int(headers.get("Retry-After", "0"))
+        check(25 <= retry <= 31, f"Retry-After says when the key's budget allows it ({retry} s)")
+        check(srv.metric("basalt_requests_rate_limited_total") == 1, "/metrics counts the rate-limited request")
+    finally:
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(60)
+
+
+def test_queue_timeout(basalt, model):
+    srv = ServerProcess(basalt, model, np=1, extra=["--queue-timeout", "1"])
+    try:
+        c, r = stream_request(srv, 900)
+        r.readline()  # the long stream holds the only slot
+        t0 = time.time()
+        status, headers, body = completion(srv, 4)
+        waited = time.time() - t0
+        check(status == 503 and "in the queue" in body and "Retry-After" in headers and 0.9 < waited < 5,
+              f"a request that cannot start within --queue-timeout gets 503 ({status} after {waited:.1f} s)")
+        check(srv.metric("basalt_requests_queue_timeout_total") == 1, "/metrics counts the queue timeout")
+        c.close()
+    finally:
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(60)
+
+
+def test_memory_limit(basalt, model):
+    cmd = [basalt, "serve", "--port", "0", "--memory-limit", "20M"] + (["-m", model] if model else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    check(p.returncode != 0 and "--memory-limit" in p.stderr,
+          f"a model and KV pool past --memory-limit: a clear refusal at start ({p.returncode}: {p.stderr.strip()[-160:]})")
 
 
 def test_sigterm(basalt, model):
@@ -260,10 +332,14 @@ def main():
         test_bad_requests(srv)
         test_queue_full(srv)
         test_disconnect(srv)
+        test_prefix_cache(srv)
     finally:
         srv.proc.send_signal(signal.SIGTERM)
         srv.proc.wait(60)
     test_sigterm(a.basalt, a.model)
+    test_rate_limits(a.basalt, a.model)
+    test_queue_timeout(a.basalt, a.model)
+    test_memory_limit(a.basalt, a.model)
     test_many_streams(a.basalt, a.model)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)

@@ -17,6 +17,7 @@
 #include "cpu/ops.h"
 #include "core/util/half.h"
 #include "tests/unit/isa_testing.h"
+#include "tests/unit/paged_kv.h"
 
 namespace basalt {
 namespace {
@@ -130,10 +131,11 @@ int64_t n_ctx_of(const Case& c) {
   return n;
 }
 
-// Runs one variant (nullptr: the reference) on a fresh cache; returns the output, and the cache.
+// Runs one variant (nullptr: the reference) on a fresh cache, paged with
+// interleaved blocks; returns the output, and the cache.
 std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr) {
   const ModelSpec spec = spec_of(c);
-  KvCache kv(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
+  KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
   fill_cache(kv, c);
   Inputs in = make_inputs(c, spec);
   std::vector<float> out(in.q.size(), NAN);
@@ -141,7 +143,7 @@ std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<f
   else cpu::attention_ref(in.q.data(), in.k.data(), in.v.data(), out.data(), in.batch, kv, 1, spec);
   if (cache_out) {
     cache_out->clear();
-    for (int s = 0; s < kv.n_seq(); ++s)
+    for (int s = 0; s < static_cast<int>(c.ctx.size()); ++s)
       for (int64_t p = 0; p < c.ctx[static_cast<size_t>(s)] + c.n_tok[static_cast<size_t>(s)]; ++p)  // those written
         for (int64_t i = 0; i < kv.kv_dim(); ++i) {
           cache_out->push_back(kv.key(1, s, p, i));
@@ -338,7 +340,7 @@ TEST(KvCache, BlocksPerHead) {
     return value ? -x : x;
   };
   for (KvType type : {KvType::f16, KvType::q8}) {
-    KvCache kv(spec, n_ctx, 2, type);
+    KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
     for (int64_t layer = 0; layer < 2; ++layer)
       for (int seq = 0; seq < 2; ++seq)
         for (int64_t pos = 0; pos < n_ctx; ++pos) {
@@ -362,8 +364,11 @@ TEST(KvCache, BlocksPerHead) {
       for (int seq = 0; seq < 2; ++seq)
         for (int64_t pos = 0; pos < n_ctx; ++pos)
           for (int64_t i = 0; i < kvd; ++i) {
-            const uint8_t* kb = kv.key_blocks(layer, seq) + pos / B * kv.block_bytes();
-            const uint8_t* vb = kv.value_blocks(layer, seq) + pos / B * kv.block_bytes();
+            const int64_t block = kv.table(seq)[static_cast<size_t>(pos / B)];
+            const uint8_t* kb = kv.key_pool(layer) + block * kv.block_bytes();
+            const uint8_t* vb = kv.value_pool(layer) + block * kv.block_bytes();
+            ASSERT_EQ(kb, kv.key_block(layer, seq, pos));
+            ASSERT_EQ(vb, kv.value_block(layer, seq, pos));
             const int64_t h = i / hd, d = i % hd, j = pos % B;
             ASSERT_EQ(element(kb, (h * hd + d) * B + j), item(layer, seq, pos, i, false)) << kv_type_name(type);
             ASSERT_EQ(element(vb, (h * B + j) * hd + d), item(layer, seq, pos, i, true)) << kv_type_name(type);
@@ -376,9 +381,52 @@ TEST(KvCache, BlocksPerHead) {
           }
     const int64_t block = type == KvType::f16 ? B * kvd * 2 : B * kvd + B * 3 * 4;
     EXPECT_EQ(kv.block_bytes(), block);
-    EXPECT_EQ(kv.bytes(), KvCache::bytes(2, 3, 8, n_ctx, 2, type));
-    EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 2 * 3 * block));
+    EXPECT_EQ(kv.bytes(), KvCache::bytes(2, 3, 8, n_ctx, 3, type));  // the two and the one left out
+    EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 3 * 3 * block));
   }
+}
+
+// The paged pool: tables grow block by block, full blocks are shared with a
+// reference each, and a block is free again when its last holder lets go.
+TEST(KvCache, PagedBlocksAreCountedAndFreed) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = spec.n_head_kv = 1;
+  spec.head_dim = spec.rope_dim = 4;
+  spec.n_embd = 4;
+  KvCache kv(spec, 3 * KvCache::kBlock, 2, 4, KvType::f16);
+  EXPECT_EQ(kv.free_blocks(), 4);
+  EXPECT_EQ(kv.capacity(0), 0);
+  const float x[4] = {1, 2, 3, 4};
+  EXPECT_THROW(kv.store(0, 0, 0, x, x), Error);  // no block yet
+  ASSERT_TRUE(kv.grow(0));
+  ASSERT_TRUE(kv.grow(0));
+  EXPECT_EQ(kv.capacity(0), 2 * KvCache::kBlock);
+  EXPECT_NO_THROW(kv.store(0, 0, 2 * KvCache::kBlock - 1, x, x));
+  EXPECT_THROW(kv.store(0, 0, 2 * KvCache::kBlock, x, x), Error);
+  const int32_t first = kv.table(0)[0];
+  kv.share(1, first);  // sequence 1 starts with sequence 0's first block
+  EXPECT_EQ(kv.refs(first), 2);
+  ASSERT_TRUE(kv.grow(1));
+  ASSERT_TRUE(kv.grow(1));
+  EXPECT_EQ(kv.free_blocks(), 0);
+  EXPECT_FALSE(kv.grow(0));  // none free: nothing changes
+  EXPECT_EQ(kv.capacity(0), 2 * KvCache::kBlock);
+  kv.release(0);
+  EXPECT_EQ(kv.refs(first), 1);  // still sequence 1's
+  EXPECT_EQ(kv.free_blocks(), 1);
+  EXPECT_EQ(kv.key(0, 1, 5, 2), 0.0f);  // never written: zeros
+  kv.ref(first);  // a prefix cache keeps it
+  kv.release(1);
+  EXPECT_EQ(kv.free_blocks(), 3);
+  kv.unref(first);
+  EXPECT_EQ(kv.free_blocks(), 4);
+  EXPECT_THROW(kv.unref(first), Error);
+  EXPECT_THROW(kv.ref(first), Error);
+  // A table stops at n_ctx positions, however many blocks are free.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(kv.grow(0));
+  EXPECT_FALSE(kv.grow(0));
+  EXPECT_EQ(kv.free_blocks(), 1);
 }
 
 // q8: scale max|x| / 127, each element x * (127 / max|x|) rounded to nearest

@@ -25,6 +25,7 @@
 #include "core/util/half.h"
 #include "quant/qa_layout.h"
 #include "tests/unit/gpu_testing.h"
+#include "tests/unit/paged_kv.h"
 #include "tests/unit/random_weights.h"
 
 namespace basalt {
@@ -381,7 +382,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   spec.head_dim = spec.rope_dim = c.head_dim;
   spec.n_embd = spec.n_head * spec.head_dim;
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
-  KvCache kv(spec, n_ctx, 1, type);
+  KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
   for (int64_t p0 = 0; p0 < c.depth; p0 += 256) {  // the past, through the op itself
     Batch b;
     for (int64_t p = p0; p < std::min(c.depth, p0 + 256); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
@@ -417,18 +418,22 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
       }
   }
 
-  const size_t cache_bytes = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * kv.block_bytes());
+  const size_t cache_bytes = static_cast<size_t>(kv.n_blocks() * kv.block_bytes());
+  // The table at an offset in its buffer, as the backend packs the batch's tables.
+  std::vector<int32_t> table(3, -1);
+  table.insert(table.end(), kv.table(0).begin(), kv.table(0).end());
   gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
   gpu::Buffer kb(dev, cache_bytes, gpu::Memory::device, "k"), vb(dev, cache_bytes, gpu::Memory::device, "v");
-  gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos");
+  gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos"), tb(dev, table.size() * 4, gpu::Memory::device, "table");
   gpu::Stream s(dev);
   s.upload(qb, q.data(), q.size() * 4);
-  s.upload(kb, kv.key_blocks(0, 0), cache_bytes);
-  s.upload(vb, kv.value_blocks(0, 0), cache_bytes);
+  s.upload(kb, kv.key_pool(0), cache_bytes);
+  s.upload(vb, kv.value_pool(0), cache_bytes);
   s.upload(pb, b.pos.data(), b.pos.size() * 4);
+  s.upload(tb, table.data(), table.size() * 4);
   gpu::Buffer partial(dev, gpu::attention_partial_bytes(c.head_dim), gpu::Memory::device, "partials");
   for (bool split : {false, true}) {  // one workgroup per (token, head), and split-K where it applies
-    gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, type, 0, kv.block_bytes(), &pb, 0, &ob, 0, qd,
+    gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, type, &tb, 3, kv.block_bytes(), &pb, 0, &ob, 0, qd,
                         c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
@@ -489,7 +494,7 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
         spec.head_dim = spec.rope_dim = head_dim;
         spec.n_embd = spec.n_head * head_dim;
         const int64_t n_ctx = 150, kvd = spec.kv_dim();
-        KvCache want(spec, n_ctx, 2, type);
+        KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
         Batch b;
         for (int32_t p = 60; p < 70; ++p) b.add(0, p, 0, false);  // across the first block's end
         for (int32_t p : {3, 4, 5, 140}) b.add(0, p, 1, false);
@@ -497,44 +502,44 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
         const auto k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
         for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
 
-        const size_t per_seq = static_cast<size_t>((n_ctx + KvCache::kBlock - 1) / KvCache::kBlock * want.block_bytes());
+        const size_t pool = static_cast<size_t>(want.n_blocks() * want.block_bytes());
         std::vector<uint32_t> base(static_cast<size_t>(n));
-        for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(b.seq[t] * per_seq);
+        for (int64_t t = 0; t < n; ++t)
+          base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
         gpu::Buffer kb(*dev, k.size() * 4, gpu::Memory::device, "k"), vb(*dev, v.size() * 4, gpu::Memory::device, "v");
         gpu::Buffer pb(*dev, n * 4, gpu::Memory::device, "pos"), bb(*dev, n * 4, gpu::Memory::device, "base");
-        gpu::Buffer kc(*dev, 2 * per_seq, gpu::Memory::device, "keys"), vc(*dev, 2 * per_seq, gpu::Memory::device, "values");
+        gpu::Buffer kc(*dev, pool, gpu::Memory::device, "keys"), vc(*dev, pool, gpu::Memory::device, "values");
         gpu::Stream s(*dev);
         s.upload(kb, k.data(), k.size() * 4);
         s.upload(vb, v.data(), v.size() * 4);
         s.upload(pb, b.pos.data(), n * 4);
         s.upload(bb, base.data(), n * 4);
-        s.fill_zero(kc, 0, 2 * per_seq);
-        s.fill_zero(vc, 0, 2 * per_seq);
+        s.fill_zero(kc, 0, pool);
+        s.fill_zero(vc, 0, pool);
         const bool q8 = type == KvType::q8;
         if (q8 && head_dim % 4) {
-          EXPECT_THROW(gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, want.block_bytes(), type}),
+          EXPECT_THROW(gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type}),
                        gpu::GpuError);
           continue;
         }
-        gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, want.block_bytes(), type});
-        std::vector<uint8_t> keys(2 * per_seq), values(2 * per_seq);
+        gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type});
+        std::vector<uint8_t> keys(pool), values(pool);
         s.download(kc, keys.data(), keys.size());
         s.download(vc, values.data(), values.size());
         s.finish();
         int64_t off_by_one = 0;
         const int64_t elements = 2 * n * kvd;  // written: keys and values of the batch's tokens
-        for (int seq = 0; seq < 2; ++seq)
-          for (int kvi = 0; kvi < 2; ++kvi) {
-            const uint8_t* w = kvi == 0 ? want.key_blocks(0, seq) : want.value_blocks(0, seq);
-            const uint8_t* g = (kvi == 0 ? keys.data() : values.data()) + seq * per_seq;
-            for (size_t i = 0; i < per_seq; ++i) {
+        for (int kvi = 0; kvi < 2; ++kvi) {  // the whole pool: the blocks of both sequences, the rest untouched zeros
+            const uint8_t* w = kvi == 0 ? want.key_pool(0) : want.value_pool(0);
+            const uint8_t* g = kvi == 0 ? keys.data() : values.data();
+            for (size_t i = 0; i < pool; ++i) {
               if (!q8 || static_cast<int64_t>(i % want.block_bytes()) < want.scales_offset()) {
                 if (q8) {
                   const int diff = std::abs(int{static_cast<int8_t>(w[i])} - int{static_cast<int8_t>(g[i])});
-                  ASSERT_LE(diff, 1) << "byte " << i << " seq " << seq << " head_dim " << head_dim;
+                  ASSERT_LE(diff, 1) << "byte " << i << " head_dim " << head_dim;
                   off_by_one += diff;
                 } else {
-                  ASSERT_EQ(w[i], g[i]) << "byte " << i << " seq " << seq << " head_dim " << head_dim;
+                  ASSERT_EQ(w[i], g[i]) << "byte " << i << " head_dim " << head_dim;
                 }
                 continue;
               }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The batching scheduler without HTTP: batched greedy output equals each
-// request run alone; a long prompt arriving during decodes is prefilled in
-// chunks within the step budget and delays no decode by more than a step;
-// the bounded queue, admission, and cancellation.
+// request run alone, with the prefix cache and with preemption too; a long
+// prompt arriving during decodes is prefilled in chunks within the step
+// budget and delays no decode by more than a step; the bounded queue,
+// admission, cancellation, and every KV block back in the pool at the end.
 #include "core/runtime/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,34 @@ struct Outcome {
   std::string text;
   int64_t done_at_step = -1;
 };
+
+// Runs the prompts through one scheduler, all submitted at once; returns each one's text and stats.
+std::vector<Outcome> run_all(Scheduler& sched, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt) {
+  std::vector<Outcome> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ScheduledRequest r;
+    r.prompt = prompts[i];
+    r.options = opt;
+    r.on_text = [&out, i](std::string_view t) { return out[i].text += t, true; };
+    r.on_done = [&out, i](const GenerationStats& st) { out[i].stats = st; };
+    sched.submit(std::move(r));
+  }
+  sched.run_until_idle();
+  return out;
+}
+
+// Every block is free, or held by the prefix cache alone.
+void expect_blocks_returned(const Scheduler& sched) {
+  const KvCache& kv = sched.kv();
+  int64_t cached_only = 0;
+  for (int32_t b = 0; b < kv.n_blocks(); ++b) {
+    EXPECT_LE(kv.refs(b), 1) << "block " << b << " still held by a request";
+    cached_only += kv.refs(b);
+  }
+  EXPECT_EQ(kv.free_blocks() + cached_only, kv.n_blocks());
+  EXPECT_EQ(cached_only, sched.stats().kv_cached_blocks);
+  for (int seq = 0; seq < kv.n_seq(); ++seq) EXPECT_EQ(kv.capacity(seq), 0) << "sequence " << seq;
+}
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -95,6 +124,129 @@ TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
   }
 }
 
+// Requests that share a long system prompt: with the prefix cache, all but
+// the first take its blocks instead of computing them; with a pool too
+// small for them all, requests are preempted and recomputed. Either way each
+// gets the tokens it gets alone (SmolLM2, greedy).
+TEST(SchedulerModel, PrefixCacheAndPreemptionKeepGreedyOutput) {
+  auto model = Model::load(test::smollm2_path());
+  const Tokenizer& tok = model->tokenizer();
+  std::string system = "You are a careful assistant for a library. Answer in plain words, cite the shelf, and say when you "
+                       "do not know. The library opens at nine and closes at six; the reading room is on the second floor; "
+                       "rare books need a librarian. Patrons may borrow up to five books for three weeks. Late books cost ten "
+                       "cents a day, lost books their price. Children under twelve come with an adult. The catalogue is on the "
+                       "computers by the door; maps of the shelves hang beside the stairs. Quiet study rooms can be booked at the "
+                       "front desk for two hours at a time, and the printers on the ground floor take coins and cards. Food stays "
+                       "outside; water in a closed bottle is fine. Be brief and kind.";
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i)
+    prompts.push_back(tok.encode(system + " Question " + std::to_string(i) + ": where are the books on " +
+                                     std::vector<std::string>{"birds", "ships", "rivers", "stars", "bread", "glass"}[i] + "?",
+                                 true, false));
+  ASSERT_GE(prompts[0].size(), 2 * KvCache::kBlock);  // two shared blocks at least
+  const GenerateOptions opt = greedy(40);
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    Session s(*model, 512, 512);
+    std::string text;
+    generate(s, p, opt, [&](std::string_view t) { return text += t, true; });
+    alone.push_back(text);
+  }
+
+  SchedulerOptions so;
+  so.max_running = 3;
+  so.slot_ctx = 512;
+  so.step_tokens = 64;
+  {
+    Scheduler sched(*model, so);
+    const std::vector<Outcome> out = run_all(sched, prompts, opt);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(out[i].text, alone[i]) << "request " << i << ", prefix cache";
+    const SchedulerStats st = sched.stats();
+    EXPECT_GE(st.prefix_hits, 3);  // the first three start together; the others find the blocks
+    EXPECT_GE(st.prefix_hit_tokens, 3 * 2 * KvCache::kBlock);
+    expect_blocks_returned(sched);
+  }
+  so.kv_blocks = 6;  // each request needs 3 or 4 blocks: three at once cannot all fit
+  so.prefix_cache = false;
+  {
+    Scheduler sched(*model, so);
+    const std::vector<Outcome> out = run_all(sched, prompts, opt);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(out[i].text, alone[i]) << "request " << i << ", preempted";
+      EXPECT_EQ(out[i].stats.n_generated, 40) << "request " << i;
+    }
+    EXPECT_GT(sched.stats().preemptions, 0);
+    expect_blocks_returned(sched);
+  }
+}
+
+// A pool of four blocks for four requests of three blocks each: they are
+// preempted again and again, every one completes with the output it gets
+// alone, and every block comes back.
+TEST_F(SchedulerTest, TinyPoolPreemptsAndEveryRequestCompletes) {
+  std::mt19937 rng(3);
+  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 70 + 5 * i, vocab));
+  const GenerateOptions opt = greedy(50);
+  SchedulerOptions so;
+  so.max_running = 1;
+  so.slot_ctx = 192;
+  so.step_tokens = 32;
+  so.prefix_cache = false;
+  std::vector<Outcome> alone;
+  {
+    Scheduler sched(*model_, so);
+    alone = run_all(sched, prompts, opt);
+    EXPECT_EQ(sched.stats().preemptions, 0);
+  }
+  for (bool prefix : {false, true}) {
+    so.max_running = 4;
+    so.kv_blocks = 4;
+    so.prefix_cache = prefix;
+    Scheduler sched(*model_, so);
+    const std::vector<Outcome> out = run_all(sched, prompts, opt);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(out[i].stats.n_generated, 50) << "request " << i;
+      EXPECT_EQ(out[i].text, alone[i].text) << "request " << i << (prefix ? ", prefix cache" : "");
+    }
+    EXPECT_GT(sched.stats().preemptions, 0);
+    expect_blocks_returned(sched);
+  }
+}
+
+// A prompt that starts with an earlier one's full blocks computes only the
+// rest; a prompt that is all cached still computes its last token.
+TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
+  std::mt19937 rng(4);
+  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  const std::vector<int32_t> first = random_prompt(rng, 200, vocab);
+  std::vector<int32_t> longer = first;
+  for (int i = 0; i < 10; ++i) longer.push_back(5 + i);
+  const std::vector<int32_t> exact(first.begin(), first.begin() + 3 * KvCache::kBlock);
+  SchedulerOptions so;
+  so.max_running = 2;
+  so.slot_ctx = 512;
+  Scheduler sched(*model_, so);
+  Scheduler plain(*model_, [&] { SchedulerOptions p = so; p.prefix_cache = false; return p; }());
+  const GenerateOptions opt = greedy(8);
+  auto one = [&](Scheduler& s, const std::vector<int32_t>& prompt) { return run_all(s, {prompt}, opt)[0]; };
+  one(sched, first);
+  EXPECT_EQ(sched.stats().prefix_hits, 0);
+  const Outcome a = one(sched, longer);
+  EXPECT_EQ(sched.stats().prefix_hits, 1);
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 3 * KvCache::kBlock);
+  EXPECT_EQ(a.stats.n_prefilled, 210 - 3 * KvCache::kBlock);
+  EXPECT_EQ(a.stats.n_prompt, 210);
+  EXPECT_EQ(a.text, one(plain, longer).text);
+  const Outcome b = one(sched, exact);
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 5 * KvCache::kBlock);  // two more blocks: the third holds the last token
+  EXPECT_EQ(b.stats.n_prefilled, KvCache::kBlock);
+  EXPECT_EQ(b.text, one(plain, exact).text);
+  expect_blocks_returned(sched);
+  expect_blocks_returned(plain);
+}
+
 TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
   std::mt19937 rng(1);
   const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
@@ -148,6 +300,14 @@ TEST_F(SchedulerTest, QueueBoundAndRequestsThatCannotFit) {
   };
   EXPECT_THROW(sched.submit(request(0, 4)), Error);    // empty
   EXPECT_THROW(sched.submit(request(60, 8)), Error);   // 68 > 64
+  {
+    SchedulerOptions small = so;
+    small.slot_ctx = 1024;
+    small.kv_blocks = 2;  // the pool holds 128 positions, whatever one request may have
+    Scheduler tiny(*model_, small);
+    EXPECT_THROW(tiny.submit(request(100, 40)), Error);
+    EXPECT_NO_THROW(tiny.submit(request(100, 28)));
+  }
   sched.submit(request(8, 4));
   sched.submit(request(8, 4));
   EXPECT_THROW(sched.submit(request(8, 4)), QueueFull);

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/graph/kv_cache.h"
+#include "core/util/memory.h"
 #include "tools/basalt/common.h"
 #include "tools/serve/server.h"
 
@@ -23,9 +25,28 @@ struct ServeOptions {
   serve::ServerOptions server;
   std::string alias;
   std::string api_key_file;
+  uint64_t memory_limit = 0;
   int parallel = 8;  // the best throughput at 16 clients on SmolLM2 with TTFT P99 under 2 s (PERFORMANCE.md 9)
   SamplingFlags sampling_given;
 };
+
+int64_t kv_bytes_per_position(const Model& m, const std::string& kv_type) {
+  const ModelSpec& s = m.spec();
+  return s.n_layer * KvCache::position_bytes(s.n_head_kv, s.head_dim, parse_kv_type(kv_type));
+}
+
+// The KV pool when --ctx-size is not given: three quarters of a full context
+// per running request (requests seldom fill theirs; a pool that runs dry
+// preempts, it does not fail), at most half the memory available now (and
+// half of what --memory-limit leaves), and at least one full context.
+int64_t default_pool_positions(const Model& m, int parallel, int64_t per_request, const std::string& kv_type,
+                               int64_t memory_limit) {
+  const int64_t per_position = kv_bytes_per_position(m, kv_type);
+  int64_t positions = 3 * per_request * parallel / 4;
+  if (const int64_t avail = available_memory_bytes(); avail > 0) positions = std::min(positions, avail / 2 / per_position);
+  if (memory_limit > 0) positions = std::min(positions, (memory_limit - resident_memory_bytes()) / 2 / per_position);
+  return std::max(positions, per_request);
+}
 
 std::vector<std::string> read_keys(const std::string& file) {
   std::ifstream in(file);
@@ -60,11 +81,25 @@ void serve_main(ServeOptions& o) {
   const std::string path = o.model.model.empty() ? default_model_path() : o.model.model;
   so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
   so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
-  // --ctx-size is the whole KV cache, shared by --parallel requests.
+  // --ctx-size is the whole KV pool, in positions, shared by the --parallel
+  // requests block by block; one request may fill up to the model's context.
   const int64_t per_request = std::min<int64_t>(context_size(ModelOptions{}, *model), model->spec().n_ctx_train);
   so.scheduler.max_running = o.parallel;
-  so.scheduler.slot_ctx = o.model.ctx_size > 0 ? o.model.ctx_size / o.parallel : per_request;
-  if (so.scheduler.slot_ctx < 16) throw Error("--ctx-size gives each of the --parallel requests fewer than 16 tokens");
+  so.memory_limit_bytes = static_cast<int64_t>(o.memory_limit);
+  const int64_t pool = o.model.ctx_size > 0
+                           ? o.model.ctx_size
+                           : default_pool_positions(*model, o.parallel, per_request, o.model.kv_type, so.memory_limit_bytes);
+  so.scheduler.kv_blocks = (pool + KvCache::kBlock - 1) / KvCache::kBlock;
+  if (so.memory_limit_bytes > 0) {
+    const int64_t kv = so.scheduler.kv_blocks * KvCache::kBlock * kv_bytes_per_position(*model, o.model.kv_type);
+    const int64_t resident = resident_memory_bytes();
+    if (resident + kv > so.memory_limit_bytes)
+      throw Error("the model (" + std::to_string(resident >> 20) + " MiB resident) and the KV pool (" +
+                  std::to_string(kv >> 20) + " MiB) do not fit in --memory-limit " +
+                  std::to_string(so.memory_limit_bytes >> 20) + " MiB (a smaller -c or --parallel, or a larger limit)");
+  }
+  so.scheduler.slot_ctx = std::min(per_request, so.scheduler.kv_blocks * KvCache::kBlock);
+  if (so.scheduler.slot_ctx < 16) throw Error("--ctx-size must hold at least 16 tokens");
   so.scheduler.step_tokens = o.model.ubatch;
   so.scheduler.kv_type = parse_kv_type(o.model.kv_type);
   so.scheduler.offload = o.model.offload;
@@ -95,6 +130,19 @@ void register_serve(CLI::App& app) {
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one)")->check(CLI::Range(0, 65535));
   sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 8)")->check(CLI::Range(1, 256));
+  sub->add_option("--queue-timeout", o->server.queue_timeout_s, "seconds a request may wait to start; then 503 (default 60)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--rate-limit-rpm", o->server.rate_rpm, "requests a minute per API key (or client address); more get 429")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rate-limit-tpm", o->server.rate_tpm,
+                  "tokens (prompt and max_tokens) a minute per API key (or client address); more get 429")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--memory-limit", o->memory_limit, "resident memory past which new requests get 503, e.g. 4G or 800M")
+      ->transform(CLI::AsSizeValue(false));
+  sub->add_option("--log-interval", o->server.log_interval_s, "seconds between status lines on stderr (0: none; default 60)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("!--no-prefix-cache", o->server.scheduler.prefix_cache,
+                "compute every prompt whole (default: reuse the KV blocks of prompts that start alike)");
   sub->add_option("--alias", o->alias, "model name in the API (default: the file name)");
   sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");

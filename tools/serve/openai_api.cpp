@@ -177,7 +177,11 @@ const char* finish_reason(const GenerationStats& st) {
 }
 
 json usage_json(const GenerationStats& st) {
-  return {{"prompt_tokens", st.n_prompt}, {"completion_tokens", st.n_generated}, {"total_tokens", st.n_prompt + st.n_generated}};
+  // cached_tokens: prompt tokens whose keys and values came from the prefix cache (OpenAI's field).
+  return {{"prompt_tokens", st.n_prompt},
+          {"completion_tokens", st.n_generated},
+          {"total_tokens", st.n_prompt + st.n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", std::max<int64_t>(0, st.n_prompt - st.n_prefilled)}}}};
 }
 
 json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,

@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <deque>
+
+#include "core/util/memory.h"
 
 namespace basalt::serve {
 
@@ -31,16 +34,6 @@ bool same_secret(const std::string& a, const std::string& b) {
     diff |= static_cast<unsigned char>(x ^ y);
   }
   return diff == 0;
-}
-
-// Resident memory, from /proc/self/statm (0 where there is none).
-int64_t resident_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  long pages = 0, resident = 0;
-  const int got = std::fscanf(f, "%ld %ld", &pages, &resident);
-  std::fclose(f);
-  return got == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
 }
 
 // Debian's cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG,
@@ -72,6 +65,7 @@ struct Server::Channel {
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::string> pieces;
+  bool started = false;  // joined the running batch
   bool done = false;
   GenerationStats stats;
   std::atomic<bool> closed{false};  // the client went away: the next piece cancels
@@ -104,7 +98,11 @@ void Server::observe(Histogram& h, double s) {
 }
 
 Server::Server(const Model& model, ServerOptions opt)
-    : model_(model), opt_(std::move(opt)), http_(std::make_unique<httplib::Server>()), created_(unix_seconds()) {
+    : model_(model),
+      opt_(std::move(opt)),
+      http_(std::make_unique<httplib::Server>()),
+      rate_limiter_(opt_.rate_rpm, opt_.rate_tpm),
+      created_(unix_seconds()) {
   scheduler_ = std::make_unique<Scheduler>(model_, opt_.scheduler);
   prompter_ = std::make_unique<cli::ChatPrompter>(model_, "");
   const int threads = std::max(8, opt_.http_threads);
@@ -211,6 +209,32 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
   }
 
+  if (opt_.memory_limit_bytes > 0 && resident_memory_bytes() > opt_.memory_limit_bytes) {
+    ++memory_refusals_;
+    res.set_header("Retry-After", "5");
+    return send_error(res, ApiError(503, "service_unavailable",
+                                    "the server is at its memory limit (--memory-limit " +
+                                        std::to_string(opt_.memory_limit_bytes >> 20) + " MiB); try again later"));
+  }
+  // Charged its prompt and max_tokens now; what it does not generate comes back at its end.
+  const std::string rate_key = opt_.api_keys.empty() ? req.remote_addr : req.get_header_value("Authorization");
+  const double charged = static_cast<double>(tokens.size()) + std::max<int32_t>(0, r.options.max_tokens);
+  if (rate_limiter_.enabled()) {
+    if (rate_limiter_.tokens_per_minute() > 0 && charged > rate_limiter_.tokens_per_minute())
+      return send_error(res, ApiError(400, "invalid_request_error",
+                                      "the prompt and max_tokens (" + std::to_string(static_cast<int64_t>(charged)) +
+                                          " tokens) exceed the limit of " +
+                                          std::to_string(static_cast<int64_t>(rate_limiter_.tokens_per_minute())) +
+                                          " tokens a minute",
+                                      "max_tokens"));
+    if (const double wait = rate_limiter_.admit(rate_key, charged); wait > 0) {
+      ++rate_limited_;
+      res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
+      return send_error(res, ApiError(429, "rate_limit_error", "rate limit reached for this API key; try again in " +
+                                                                    std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s"));
+    }
+  }
+
   auto ch = std::make_shared<Channel>();
   ScheduledRequest sr;
   sr.prompt = std::move(tokens);
@@ -229,7 +253,15 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     ch->cv.notify_all();
     return true;
   };
-  sr.on_done = [this, ch](const GenerationStats& st) {
+  sr.on_start = [ch] {
+    {
+      std::lock_guard<std::mutex> lock(ch->m);
+      ch->started = true;
+    }
+    ch->cv.notify_all();
+  };
+  sr.on_done = [this, ch, rate_key, charged](const GenerationStats& st) {
+    rate_limiter_.refund(rate_key, charged - static_cast<double>(st.n_prompt + st.n_generated));
     prompt_tokens_ += st.n_prompt;
     generated_tokens_ += st.n_generated;
     if (st.stop_reason == "cancelled") ++cancelled_;
@@ -245,10 +277,29 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   try {
     id = submit(std::move(sr));
   } catch (const QueueFull& e) {
+    rate_limiter_.refund(rate_key, charged);
     res.set_header("Retry-After", "1");
     return send_error(res, ApiError(429, "rate_limit_error", e.what()));
   } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
+    rate_limiter_.refund(rate_key, charged);
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
+  }
+  {
+    // Until it runs: a request that waits too long in the queue gets 503 (a
+    // stream too: its headers are not out yet).
+    std::unique_lock<std::mutex> lock(ch->m);
+    const auto queue_deadline = ch->arrived + std::chrono::duration<double>(opt_.queue_timeout_s);
+    if (!ch->cv.wait_until(lock, queue_deadline, [&] { return ch->started || ch->done; })) {
+      lock.unlock();
+      scheduler_->cancel(id);
+      lock.lock();
+      ch->cv.wait(lock, [&] { return ch->done; });  // (it may have started just now: it is cancelled all the same)
+      ++queue_timeouts_;
+      res.set_header("Retry-After", "5");
+      return send_error(res, ApiError(503, "service_unavailable",
+                                      "the request waited " + std::to_string(static_cast<int64_t>(opt_.queue_timeout_s)) +
+                                          " s in the queue without starting; the server is overloaded"));
+    }
   }
   const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
   const auto deadline = Clock::now() + std::chrono::duration<double>(opt_.request_timeout_s);
@@ -331,13 +382,27 @@ std::string Server::metrics_text() {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " + std::to_string(v) + "\n";
   };
   gauge("basalt_ready", "1 once the model is loaded and warmed up", ready_ ? 1 : 0);
-  gauge("basalt_requests_running", "requests in the running batch", scheduler_->running());
-  gauge("basalt_requests_queued", "requests waiting for a slot", static_cast<double>(scheduler_->queued()));
+  const SchedulerStats st = scheduler_->stats();
+  gauge("basalt_requests_running", "requests in the running batch", st.running);
+  gauge("basalt_requests_queued", "requests waiting to run (preempted ones included)", static_cast<double>(st.queued));
   counter("basalt_prompt_tokens_total", "prompt tokens of ended requests", static_cast<double>(prompt_tokens_));
   counter("basalt_generated_tokens_total", "tokens generated by ended requests", static_cast<double>(generated_tokens_));
   counter("basalt_requests_cancelled_total", "requests ended by a cancel (a client gone, a timeout)", static_cast<double>(cancelled_));
-  gauge("basalt_resident_memory_bytes", "resident memory of the process", static_cast<double>(resident_bytes()));
-  gauge("basalt_kv_cache_bytes", "memory of the KV cache (all slots)", static_cast<double>(scheduler_->kv_bytes()));
+  counter("basalt_requests_rate_limited_total", "requests refused by the per-key rate limits (429)", static_cast<double>(rate_limited_));
+  counter("basalt_requests_queue_timeout_total", "requests that waited past --queue-timeout (503)", static_cast<double>(queue_timeouts_));
+  counter("basalt_requests_memory_refused_total", "requests refused at --memory-limit (503)", static_cast<double>(memory_refusals_));
+  if (opt_.memory_limit_bytes > 0) gauge("basalt_memory_limit_bytes", "--memory-limit", static_cast<double>(opt_.memory_limit_bytes));
+  gauge("basalt_resident_memory_bytes", "resident memory of the process", static_cast<double>(resident_memory_bytes()));
+  gauge("basalt_kv_cache_bytes", "memory of the KV pool", static_cast<double>(scheduler_->kv_bytes()));
+  gauge("basalt_kv_blocks", "blocks of 64 positions in the KV pool", static_cast<double>(st.kv_blocks));
+  gauge("basalt_kv_blocks_free", "KV blocks no one holds", static_cast<double>(st.kv_free_blocks));
+  gauge("basalt_kv_blocks_cached", "KV blocks the prefix cache lists (free to evict when no request holds them)",
+        static_cast<double>(st.kv_cached_blocks));
+  gauge("basalt_kv_positions_used", "positions the running requests hold in the KV pool", static_cast<double>(st.kv_used_positions));
+  counter("basalt_preemptions_total", "running requests preempted for KV blocks (recomputed later)", static_cast<double>(st.preemptions));
+  counter("basalt_prefix_cache_hits_total", "requests that took KV blocks from the prefix cache", static_cast<double>(st.prefix_hits));
+  counter("basalt_prefix_cache_hit_tokens_total", "prompt tokens taken from the prefix cache, not computed",
+          static_cast<double>(st.prefix_hit_tokens));
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   time_to_first_token_.write(out, "basalt_time_to_first_token_seconds", "from arrival to the first text");
   inter_token_.write(out, "basalt_inter_token_seconds", "between two pieces of text of a request");
@@ -359,8 +424,29 @@ int Server::bind() {
   return port;
 }
 
+// Memory and load at a glance, one JSON line (the access log's format).
+std::string Server::status_line() {
+  const SchedulerStats st = scheduler_->stats();
+  return dump({{"time", unix_seconds()},
+               {"status",
+                {{"running", st.running},
+                 {"queued", st.queued},
+                 {"resident_mib", resident_memory_bytes() >> 20},
+                 {"kv_blocks", st.kv_blocks},
+                 {"kv_blocks_free", st.kv_free_blocks},
+                 {"kv_blocks_cached", st.kv_cached_blocks},
+                 {"preemptions", st.preemptions},
+                 {"prompt_tokens", prompt_tokens_.load()},
+                 {"generated_tokens", generated_tokens_.load()}}}});
+}
+
 void Server::step_loop() {
+  auto last_log = Clock::now();
   while (!steps_done_) {
+    if (opt_.log_interval_s > 0 && Clock::now() - last_log > std::chrono::duration<double>(opt_.log_interval_s)) {
+      std::fprintf(stderr, "%s\n", status_line().c_str());
+      last_log = Clock::now();
+    }
     bool did = false;
     try {
       did = scheduler_->step();
@@ -398,10 +484,14 @@ void Server::serve() {
   warm_up();
   stepper_ = std::thread([this] { step_loop(); });
   ready_ = true;
-  std::fprintf(stderr, "basalt serve: %s ready on http://%s:%d (warm-up %.2f s, %d requests at once, %lld tokens each)\n",
+  std::fprintf(stderr,
+               "basalt serve: %s ready on http://%s:%d (warm-up %.2f s, %d requests at once, a KV pool of %lld positions "
+               "(%.0f MiB), up to %lld a request, prefix cache %s)\n",
                opt_.model_name.c_str(), opt_.host.c_str(), opt_.port,
                std::chrono::duration<double>(Clock::now() - t0).count(), opt_.scheduler.max_running,
-               static_cast<long long>(opt_.scheduler.slot_ctx));
+               static_cast<long long>(scheduler_->kv().n_blocks() * KvCache::kBlock),
+               static_cast<double>(scheduler_->kv_bytes()) / (1 << 20), static_cast<long long>(opt_.scheduler.slot_ctx),
+               opt_.scheduler.prefix_cache ? "on" : "off");
   http_->listen_after_bind();  // returns once shutdown() has let the requests end and stopped it
   if (grace_.joinable()) grace_.join();
   steps_done_ = true;

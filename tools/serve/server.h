@@ -20,6 +20,7 @@
 #include "core/runtime/scheduler.h"
 #include "tools/basalt/chat_prompt.h"
 #include "tools/serve/openai_api.h"
+#include "tools/serve/rate_limit.h"
 
 namespace httplib {
 class Server;
@@ -41,6 +42,10 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;
   int http_threads = 512;            // connections served at once (streams hold one each)
   double request_timeout_s = 600;    // from arrival to the last token
+  double queue_timeout_s = 60;       // from arrival to joining the running batch (then 503)
+  double rate_rpm = 0, rate_tpm = 0;  // per API key (or client address): requests and tokens a minute; 0: none
+  int64_t memory_limit_bytes = 0;    // resident memory past which new requests get 503; 0: none
+  double log_interval_s = 60;        // a status line on stderr this often (0: never)
   double shutdown_grace_s = 30;      // SIGTERM: how long running requests may go on
 };
 
@@ -71,6 +76,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<cli::ChatPrompter> prompter_;
+  RateLimiter rate_limiter_;
   int64_t created_;
 
   std::mutex work_mutex_;
@@ -93,7 +99,9 @@ class Server {
   std::mutex metrics_mutex_;
   std::map<std::pair<std::string, int>, int64_t> http_requests_;
   std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, cancelled_{0};
+  std::atomic<int64_t> rate_limited_{0}, queue_timeouts_{0}, memory_refusals_{0};
   std::string metrics_text();
+  std::string status_line();
   std::thread stepper_, grace_;
 };
 

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// Full KV blocks of earlier requests, found again by their tokens: a request
+// whose prompt starts with blocks already computed (the same system prompt, a
+// chat's history) takes them, one reference each, instead of computing them
+// again. The cache keeps a reference of its own on every block it lists, so a
+// block outlives the request that filled it; when the pool runs dry, the
+// least recently used blocks that only the cache still holds go first.
+//
+// An entry is keyed by its block's tokens and by the entry of the block
+// before it, so a match is always a whole prefix. Entries' serials are never
+// reused: a block whose parent was evicted can no longer be found (and goes
+// in its turn).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/graph/kv_cache.h"
+
+namespace basalt {
+
+class PrefixCache {
+ public:
+  // Where a sequence's registered blocks end: its last entry and how many.
+  struct Cursor {
+    uint64_t parent = 0;  // 0: the root
+    int64_t blocks = 0;
+  };
+
+  explicit PrefixCache(KvCache& kv) : kv_(kv) {}
+  ~PrefixCache();  // its references go
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // Gives seq (whose table must be empty) the cached blocks that hold
+  // tokens[0, 64 k) for the largest k <= max_blocks. The cursor says how many.
+  Cursor attach(int seq, const int32_t* tokens, int64_t n_tokens, int64_t max_blocks);
+  // Lists seq's full blocks past the cursor: table[b] holds tokens[64 b, 64 b + 64).
+  void insert(Cursor& cursor, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table);
+  // Frees the least recently used block that only the cache holds; false when there is none.
+  bool evict();
+  // Blocks listed, and of those the ones only the cache holds (evict() can free them).
+  int64_t blocks() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t evictable() const;
+
+ private:
+  struct Entry {
+    uint64_t parent;
+    int32_t block;
+    uint64_t last_used;
+    std::vector<int32_t> tokens;
+  };
+  static uint64_t key(uint64_t parent, const int32_t* tokens);
+  // The entry for these tokens after parent; 0 when there is none.
+  uint64_t find(uint64_t parent, const int32_t* tokens) const;
+
+  KvCache& kv_;
+  std::unordered_map<uint64_t, Entry> entries_;          // by serial
+  std::unordered_multimap<uint64_t, uint64_t> by_key_;  // key() -> serial
+  uint64_t next_serial_ = 1, clock_ = 0;
+};
+
+}  // namespace basalt
