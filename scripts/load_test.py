@@ -8,7 +8,7 @@
 # error rate, ratios) and writes a PNG plot. Every run is bounded in time.
 #
 #   .venv/bin/python scripts/load_test.py [--llama-server BIN] [-m MODEL.gguf] [--levels 1,4,16,64]
-#                                         [--duration 60] [--parallel 4] [--out DIR]
+#                                         [--duration 60] [--parallel 8] [--out DIR] [--basalt-args '...']
 #
 # llama-server is not built by this repository; one way, from the llama.cpp
 # sources inside the llama-cpp-python source package (`pip download
@@ -21,6 +21,7 @@ import argparse
 import csv
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -57,7 +58,8 @@ def wait_ready(url: str, proc: subprocess.Popen, seconds: float = 180) -> None:
 def start(engine: str, args, model: str, port: int) -> subprocess.Popen:
     if engine == "basalt":
         cmd = [args.basalt, "serve", "-m", model, "--port", str(port), "--parallel", str(args.parallel),
-               "-c", str(args.parallel * args.slot_ctx), "--max-queue", str(args.max_queue), "-t", str(args.threads)]
+               "-c", str(args.parallel * args.slot_ctx), "--max-queue", str(args.max_queue), "-t", str(args.threads),
+               *shlex.split(args.basalt_args)]
         ready = f"http://127.0.0.1:{port}/ready"
     else:
         cmd = [args.llama_server, "-m", model, "--port", str(port), "--host", "127.0.0.1", "--parallel",
@@ -112,6 +114,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="")
+    ap.add_argument("--basalt-args", default="", help="more options for basalt serve, e.g. '--batch-window 50'")
     args = ap.parse_args()
     args.out = args.out or tempfile.mkdtemp(prefix="basalt-load-")
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -250,21 +250,22 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
 TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
   std::mt19937 rng(1);
   const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  constexpr int kShort = 8, kLong = 4000;
   SchedulerOptions so;
-  so.max_running = 4;
-  so.slot_ctx = 1024;
-  so.step_tokens = 32;
+  so.max_running = kShort + 1;
+  so.slot_ctx = kLong + 16;
+  so.step_tokens = 128;
   Scheduler sched(*model_, so);
   int64_t step = 0;
-  std::vector<Outcome> out(4);
-  for (int i = 0; i < 4; ++i) {
+  std::vector<Outcome> out(kShort + 1);
+  for (int i = 0; i <= kShort; ++i) {
     ScheduledRequest r;
-    r.prompt = random_prompt(rng, i < 3 ? 6 : 600, vocab);  // three short ones, then a long one
-    r.options = greedy(i < 3 ? 20 : 4);
+    r.prompt = random_prompt(rng, i < kShort ? 6 : kLong, vocab);  // eight short ones, then a 4k-token one
+    r.options = greedy(i < kShort ? 20 : 4);
     // on_done runs inside the step: step counts the ones before it.
     r.on_done = [&out, &step, i](const GenerationStats& st) { out[i].stats = st, out[i].done_at_step = step + 1; };
     sched.submit(std::move(r));
-    if (i == 2) {  // the short ones prefill and start decoding first
+    if (i == kShort - 1) {  // the short ones prefill and start decoding first
       ASSERT_TRUE(sched.step());
       ++step;
     }
@@ -277,13 +278,13 @@ TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
   }
   // The short ones decoded one token per step beside the long prompt's
   // chunks: 20 tokens end at step 20 however long the other prompt is.
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kShort; ++i) {
     EXPECT_EQ(out[i].stats.n_generated, 20);
     EXPECT_EQ(out[i].done_at_step, 20) << "request " << i;
   }
-  // 600 prompt tokens in chunks of what the budget left: at least 600 / 32 steps.
-  EXPECT_EQ(out[3].stats.n_generated, 4);
-  EXPECT_GE(out[3].done_at_step, 600 / so.step_tokens);
+  // 4000 prompt tokens in chunks of what the budget left: at least 4000 / 128 steps.
+  EXPECT_EQ(out[kShort].stats.n_generated, 4);
+  EXPECT_GE(out[kShort].done_at_step, kLong / so.step_tokens);
 }
 
 TEST_F(SchedulerTest, QueueBoundAndRequestsThatCannotFit) {

@@ -141,6 +141,9 @@ void register_serve(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false));
   sub->add_option("--log-interval", o->server.log_interval_s, "seconds between status lines on stderr (0: none; default 60)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--batch-window", o->server.batch_window_ms,
+                  "milliseconds an idle server waits after a request for others to start with it (default 0)")
+      ->check(CLI::Range(0.0, 1000.0));
   sub->add_flag("!--no-prefix-cache", o->server.scheduler.prefix_cache,
                 "compute every prompt whole (default: reuse the KV blocks of prompts that start alike)");
   sub->add_option("--alias", o->alias, "model name in the API (default: the file name)");

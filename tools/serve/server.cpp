@@ -457,8 +457,13 @@ void Server::step_loop() {
     }
     if (!did && scheduler_->queued() == 0) {
       std::unique_lock<std::mutex> lock(work_mutex_);
-      work_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return work_ || steps_done_.load(); });
+      const bool woke = work_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return work_ || steps_done_.load(); });
       work_ = false;
+      // Idle until now: let requests arriving together start in one batch.
+      if (woke && opt_.batch_window_ms > 0) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.batch_window_ms));
+      }
     }
   }
 }

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// The prefix cache on a bare KV pool: whole-prefix matches only, references
+// counted, least recently used blocks evicted first, and a block whose
+// parent was evicted never matched again.
+#include "core/runtime/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace basalt {
+namespace {
+
+constexpr int64_t B = KvCache::kBlock;
+
+ModelSpec tiny_spec() {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = spec.n_head_kv = 1;
+  spec.head_dim = spec.rope_dim = 4;
+  spec.n_embd = 4;
+  return spec;
+}
+
+std::vector<int32_t> tokens(int64_t n, int32_t first) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+// Sequence seq takes blocks for all of t and lists its full ones.
+PrefixCache::Cursor fill(KvCache& kv, PrefixCache& cache, int seq, const std::vector<int32_t>& t) {
+  PrefixCache::Cursor c = cache.attach(seq, t.data(), static_cast<int64_t>(t.size()), static_cast<int64_t>(t.size()) / B);
+  while (kv.capacity(seq) < static_cast<int64_t>(t.size())) EXPECT_TRUE(kv.grow(seq));
+  cache.insert(c, t.data(), static_cast<int64_t>(t.size()), kv.table(seq));
+  return c;
+}
+
+TEST(PrefixCache, MatchesWholeBlocksOfAPrefix) {
+  KvCache kv(tiny_spec(), 8 * B, 3, 16, KvType::f16);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(3 * B + 10, 100);
+  fill(kv, cache, 0, a);
+  EXPECT_EQ(cache.blocks(), 3);
+  EXPECT_EQ(cache.evictable(), 0);  // sequence 0 still holds them
+
+  std::vector<int32_t> b = a;
+  b[2 * B + 5] = 7;  // differs inside the third block: two blocks match
+  const PrefixCache::Cursor c = cache.attach(1, b.data(), static_cast<int64_t>(b.size()), 10);
+  EXPECT_EQ(c.blocks, 2);
+  ASSERT_EQ(kv.table(1).size(), 2u);
+  EXPECT_EQ(kv.table(1)[0], kv.table(0)[0]);
+  EXPECT_EQ(kv.table(1)[1], kv.table(0)[1]);
+  EXPECT_EQ(kv.refs(kv.table(0)[0]), 3);  // sequences 0 and 1, and the cache
+
+  std::vector<int32_t> d = a;
+  d[0] = 1;  // the same later blocks after another first one: no match at all
+  EXPECT_EQ(cache.attach(2, d.data(), static_cast<int64_t>(d.size()), 10).blocks, 0);
+  EXPECT_EQ(cache.attach(2, a.data(), static_cast<int64_t>(a.size()), 1).blocks, 1);  // at most max_blocks
+  kv.release(2);
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsedBlocksNoOneElseHolds) {
+  KvCache kv(tiny_spec(), 8 * B, 2, 8, KvType::f16);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(2 * B, 0), b = tokens(2 * B, 5000);
+  fill(kv, cache, 0, a);
+  fill(kv, cache, 1, b);
+  EXPECT_FALSE(cache.evict());  // both held by their sequences
+  kv.release(0);
+  kv.release(1);
+  EXPECT_EQ(cache.evictable(), 4);
+  EXPECT_EQ(kv.free_blocks(), 4);
+  // a used again (and let go): b's blocks are now the oldest, and go first.
+  EXPECT_EQ(cache.attach(0, a.data(), 2 * B, 2).blocks, 2);
+  kv.release(0);
+  ASSERT_TRUE(cache.evict());
+  ASSERT_TRUE(cache.evict());
+  EXPECT_EQ(cache.attach(1, b.data(), 2 * B, 2).blocks, 0);
+  EXPECT_EQ(cache.attach(1, a.data(), 2 * B, 2).blocks, 2);
+  kv.release(1);
+  // a's first block used last: its second goes first, and a match stops before it.
+  cache.attach(0, a.data(), 2 * B, 1);
+  kv.release(0);
+  ASSERT_TRUE(cache.evict());
+  EXPECT_EQ(cache.attach(0, a.data(), 2 * B, 2).blocks, 1);
+  kv.release(0);
+  ASSERT_TRUE(cache.evict());
+  EXPECT_FALSE(cache.evict());
+  EXPECT_EQ(cache.blocks(), 0);
+  EXPECT_EQ(kv.free_blocks(), 8);
+}
+
+}  // namespace
+}  // namespace basalt
