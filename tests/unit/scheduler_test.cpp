@@ -14,6 +14,9 @@
 
 #include "core/runtime/session.h"
 #include "tests/unit/test_paths.h"
+#if defined(BASALT_VULKAN)
+#include "tests/unit/gpu_testing.h"
+#endif
 
 namespace basalt {
 namespace {
@@ -246,6 +249,40 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   expect_blocks_returned(sched);
   expect_blocks_returned(plain);
 }
+
+#if defined(BASALT_VULKAN)
+// The same under --gpu attn: the Vulkan attention stores and reads the pool
+// through the batch's block tables (several sequences a batch, tables
+// interleaved by preemption); its text equals the CPU's.
+TEST_F(SchedulerTest, GpuAttentionReadsThroughBlockTables) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  std::mt19937 rng(6);
+  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 90 + 7 * i, vocab));
+  const GenerateOptions opt = greedy(40);
+  SchedulerOptions so;
+  so.max_running = 4;
+  so.slot_ctx = 192;
+  so.step_tokens = 32;
+  so.kv_blocks = 6;
+  std::vector<Outcome> cpu;
+  {
+    Scheduler sched(*model_, so);
+    cpu = run_all(sched, prompts, opt);
+  }
+  so.offload.gpu = "attn";
+  Scheduler sched(*model_, so);
+  const std::vector<Outcome> gpu = run_all(sched, prompts, opt);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(gpu[i].stats.n_generated, 40) << "request " << i;
+    EXPECT_EQ(gpu[i].text, cpu[i].text) << "request " << i;
+  }
+  EXPECT_GT(sched.stats().preemptions, 0);
+  expect_blocks_returned(sched);
+}
+#endif
 
 TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
   std::mt19937 rng(1);
