@@ -8,11 +8,12 @@
 # after the first minute) and as a share of the starting RSS, and the request
 # and error counts. Bounded in time; loopback only.
 #
-#   .venv/bin/python scripts/soak_test.py [-m MODEL.gguf] [--minutes 10] [--clients 8]
+#   .venv/bin/python scripts/soak_test.py [-m MODEL.gguf] [--minutes 10] [--clients 8] [--server-args '...']
 import argparse
 import http.client
 import json
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -46,12 +47,14 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--sample-s", type=float, default=5)
+    ap.add_argument("--server-args", default="", help="more options for basalt serve, e.g. '--http-threads 64'")
     a = ap.parse_args()
 
     port = free_port()
     cmd = [a.basalt, "serve", "--port", str(port), "--parallel", str(a.clients), "--log-interval", "60"]
     if a.model:
         cmd += ["-m", a.model]
+    cmd += shlex.split(a.server_args)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     ready = threading.Event()
 

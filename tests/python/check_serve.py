@@ -192,6 +192,9 @@ def test_disconnect(srv):
     c, r = stream_request(srv, 900)
     r.readline()  # the first event
     check(srv.metric("basalt_requests_running") == 1, "a long stream is running")
+    deadline = time.time() + 5  # /metrics shows the scheduler as of its last step's end
+    while time.time() < deadline and not srv.metric("basalt_kv_positions_used"):
+        time.sleep(0.05)
     check(srv.metric("basalt_kv_positions_used") > 0, "it holds KV blocks (metrics)")
     c.sock.shutdown(2)
     c.close()
@@ -262,11 +265,30 @@ def test_queue_timeout(basalt, model):
         srv.proc.wait(60)
 
 
-def test_memory_limit(basalt, model):
-    cmd = [basalt, "serve", "--port", "0", "--memory-limit", "20M"] + (["-m", model] if model else [])
+def test_memory_limit(basalt, model, resident_mib):
+    cmd = [basalt, "serve", "--port", "0", "-c", "2048", "--memory-limit", "20M"] + (["-m", model] if model else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     check(p.returncode != 0 and "--memory-limit" in p.stderr,
           f"a model and KV pool past --memory-limit: a clear refusal at start ({p.returncode}: {p.stderr.strip()[-160:]})")
+    # One the model and pool fit under, but not what the warm-up adds (activations, threads).
+    cmd[cmd.index("20M")] = f"{int(resident_mib * 0.9)}M"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    check(p.returncode != 0 and "after its warm-up" in p.stderr,
+          f"past --memory-limit after the warm-up: refused ({p.returncode}: {p.stderr.strip()[-120:]})")
+    # A limit 2% above what the server holds after its warm-up (resident_mib,
+    # from another one's ready line): it starts, and since new requests need 5%
+    # to spare, they get 503.
+    limit = int(resident_mib * 1.02) + 1
+    srv = ServerProcess(basalt, model, extra=["--memory-limit", f"{limit}M"])
+    try:
+        status, headers, body = completion(srv, 4)
+        check(status == 503 and "memory limit" in body and "Retry-After" in headers,
+              f"past --memory-limit {limit}M (resident {srv.metric('basalt_resident_memory_bytes') / 2**20:.0f} MiB): 503 ({status})")
+        check(srv.metric("basalt_requests_memory_refused_total") == 1 and srv.request("GET", "/health")[0] == 200,
+              "/metrics counts it; /health is 200")
+    finally:
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(60)
 
 
 def test_sigterm(basalt, model):
@@ -323,6 +345,7 @@ def main():
     a = ap.parse_args()
     srv = ServerProcess(a.basalt, a.model)
     try:
+        resident_mib = int(re.search(r"resident (\d+) MiB", "".join(srv.lines)).group(1))
         s, _, body = srv.request("GET", "/ready")
         check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
         test_openai_client(srv)
@@ -339,7 +362,7 @@ def main():
     test_sigterm(a.basalt, a.model)
     test_rate_limits(a.basalt, a.model)
     test_queue_timeout(a.basalt, a.model)
-    test_memory_limit(a.basalt, a.model)
+    test_memory_limit(a.basalt, a.model, resident_mib)
     test_many_streams(a.basalt, a.model)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -93,7 +94,7 @@ void serve_main(ServeOptions& o) {
   if (so.memory_limit_bytes > 0) {
     const int64_t kv = so.scheduler.kv_blocks * KvCache::kBlock * kv_bytes_per_position(*model, o.model.kv_type);
     const int64_t resident = resident_memory_bytes();
-    if (resident + kv > so.memory_limit_bytes)
+    if (resident + kv > so.memory_limit_bytes)  // an estimate; the server checks again after its warm-up
       throw Error("the model (" + std::to_string(resident >> 20) + " MiB resident) and the KV pool (" +
                   std::to_string(kv >> 20) + " MiB) do not fit in --memory-limit " +
                   std::to_string(so.memory_limit_bytes >> 20) + " MiB (a smaller -c or --parallel, or a larger limit)");
@@ -108,16 +109,27 @@ void serve_main(ServeOptions& o) {
   serve::Server server(*model, so);
   const int port = server.bind();
   std::fprintf(stderr, "basalt serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  std::atomic<bool> serving{true};
   std::thread watcher([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    server.shutdown();
+    if (serving) server.shutdown();
   });
-  server.serve();
-  // serve() returned: shut down by a signal, or the listener failed. Either
-  // way the watcher may still wait: wake it.
-  pthread_kill(watcher.native_handle(), SIGTERM);
-  watcher.join();
+  // serve() returns when shut down by a signal or when the listener failed,
+  // and throws when the warm-up went past --memory-limit. The watcher may
+  // still wait either way: wake it.
+  auto stop_watcher = [&] {
+    serving = false;
+    pthread_kill(watcher.native_handle(), SIGTERM);
+    watcher.join();
+  };
+  try {
+    server.serve();
+  } catch (...) {
+    stop_watcher();
+    throw;
+  }
+  stop_watcher();
   std::fprintf(stderr, "basalt serve: stopped\n");
 }
 

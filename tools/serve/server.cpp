@@ -209,7 +209,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
   }
 
-  if (opt_.memory_limit_bytes > 0 && resident_memory_bytes() > opt_.memory_limit_bytes) {
+  // 5% short of the limit: the requests in flight still grow a little (buffers, text) before they end.
+  if (opt_.memory_limit_bytes > 0 && resident_memory_bytes() > opt_.memory_limit_bytes - opt_.memory_limit_bytes / 20) {
     ++memory_refusals_;
     res.set_header("Retry-After", "5");
     return send_error(res, ApiError(503, "service_unavailable",
@@ -487,16 +488,20 @@ void Server::warm_up() {
 void Server::serve() {
   const auto t0 = Clock::now();
   warm_up();
+  const int64_t resident = resident_memory_bytes();
+  if (opt_.memory_limit_bytes > 0 && resident > opt_.memory_limit_bytes)
+    throw Error("after its warm-up the server holds " + std::to_string(resident >> 20) + " MiB, past --memory-limit " +
+                std::to_string(opt_.memory_limit_bytes >> 20) + " MiB (a smaller -c, -b or --parallel, or a larger limit)");
   stepper_ = std::thread([this] { step_loop(); });
   ready_ = true;
   std::fprintf(stderr,
                "basalt serve: %s ready on http://%s:%d (warm-up %.2f s, %d requests at once, a KV pool of %lld positions "
-               "(%.0f MiB), up to %lld a request, prefix cache %s)\n",
+               "(%.0f MiB), up to %lld a request, prefix cache %s, resident %lld MiB)\n",
                opt_.model_name.c_str(), opt_.host.c_str(), opt_.port,
                std::chrono::duration<double>(Clock::now() - t0).count(), opt_.scheduler.max_running,
                static_cast<long long>(scheduler_->kv().n_blocks() * KvCache::kBlock),
                static_cast<double>(scheduler_->kv_bytes()) / (1 << 20), static_cast<long long>(opt_.scheduler.slot_ctx),
-               opt_.scheduler.prefix_cache ? "on" : "off");
+               opt_.scheduler.prefix_cache ? "on" : "off", static_cast<long long>(resident >> 20));
   http_->listen_after_bind();  // returns once shutdown() has let the requests end and stopped it
   if (grace_.joinable()) grace_.join();
   steps_done_ = true;
