@@ -8,7 +8,7 @@
 # error rate, ratios) and writes a PNG plot. Every run is bounded in time.
 #
 #   .venv/bin/python scripts/load_test.py [--llama-server BIN] [-m MODEL.gguf] [--levels 1,4,16,64]
-#                                         [--duration 60] [--parallel 8] [--out DIR] [--basalt-args '...']
+#                                         [--duration 60] [--parallel 16] [--out DIR] [--basalt-args '...']
 #
 # llama-server is not built by this repository; one way, from the llama.cpp
 # sources inside the llama-cpp-python source package (`pip download
@@ -108,7 +108,7 @@ def main() -> int:
     ap.add_argument("-m", "--model", default="")
     ap.add_argument("--levels", default="1,4,16,64")
     ap.add_argument("--duration", type=int, default=60)
-    ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--slot-ctx", type=int, default=1024)
     ap.add_argument("--max-queue", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=128)

@@ -304,17 +304,20 @@ TEST_P(AttentionIsa, VectorExp) {
   }
 }
 
-// Per block of kBlock positions and KV head: keys transposed (what the
-// kernels read as vectors), values as rows, q8 scales after each; every
-// (layer, sequence, position) its own.
-// A sliding-window model (Mistral v0.1) runs right only within its window:
-// every path that runs a model makes a cache, and the cache refuses more.
-TEST(KvCache, RefusesContextsPastASlidingWindow) {
+// One layer with one head of head_dim.
+ModelSpec one_head_spec(int64_t head_dim) {
   ModelSpec spec;
   spec.n_layer = 1;
   spec.n_head = spec.n_head_kv = 1;
-  spec.head_dim = spec.rope_dim = 8;
-  spec.n_embd = 8;
+  spec.head_dim = spec.rope_dim = head_dim;
+  spec.n_embd = head_dim;
+  return spec;
+}
+
+// A sliding-window model (Mistral v0.1) runs right only within its window:
+// every path that runs a model makes a cache, and the cache refuses more.
+TEST(KvCache, RefusesContextsPastASlidingWindow) {
+  ModelSpec spec = one_head_spec(8);
   spec.sliding_window = 64;
   EXPECT_NO_THROW(KvCache(spec, 64, 1));
   try {
@@ -325,6 +328,9 @@ TEST(KvCache, RefusesContextsPastASlidingWindow) {
   }
 }
 
+// Per block of kBlock positions and KV head: keys transposed (what the
+// kernels read as vectors), values as rows, q8 scales after each; every
+// (layer, sequence, position) its own, in a paged cache whose blocks interleave.
 TEST(KvCache, BlocksPerHead) {
   ModelSpec spec;
   spec.n_layer = 2;
@@ -389,12 +395,7 @@ TEST(KvCache, BlocksPerHead) {
 // The paged pool: tables grow block by block, full blocks are shared with a
 // reference each, and a block is free again when its last holder lets go.
 TEST(KvCache, PagedBlocksAreCountedAndFreed) {
-  ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head = spec.n_head_kv = 1;
-  spec.head_dim = spec.rope_dim = 4;
-  spec.n_embd = 4;
-  KvCache kv(spec, 3 * KvCache::kBlock, 2, 4, KvType::f16);
+  KvCache kv(one_head_spec(4), 3 * KvCache::kBlock, 2, 4, KvType::f16);
   EXPECT_EQ(kv.free_blocks(), 4);
   EXPECT_EQ(kv.capacity(0), 0);
   const float x[4] = {1, 2, 3, 4};

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 #include <string>
 
@@ -57,6 +56,19 @@ std::vector<Outcome> run_all(Scheduler& sched, const std::vector<std::vector<int
   return out;
 }
 
+// Each prompt's text generated alone, through a Session.
+std::vector<std::string> texts_alone(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                     const GenerateOptions& opt) {
+  std::vector<std::string> texts;
+  for (const auto& p : prompts) {
+    Session s(model, 512, 512);
+    std::string text;
+    generate(s, p, opt, [&](std::string_view t) { return text += t, true; });
+    texts.push_back(text);
+  }
+  return texts;
+}
+
 // Every block is free, or held by the prefix cache alone.
 void expect_blocks_returned(const Scheduler& sched) {
   const KvCache& kv = sched.kv();
@@ -91,39 +103,17 @@ TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
     prompts.push_back(tok.encode(text, true, false));
   }
   const GenerateOptions opt = greedy(24);
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) {
-    Session s(*model, 512, 512);
-    std::vector<int32_t> got;
-    generate(s, p, opt, [](std::string_view) { return true; }, &got);
-    alone.push_back(got);
-  }
-
+  const std::vector<std::string> alone = texts_alone(*model, prompts, opt);
   SchedulerOptions so;
   so.max_running = 4;
   so.slot_ctx = 512;
   so.step_tokens = 64;
   Scheduler sched(*model, so);
-  std::map<int64_t, size_t> index;
-  std::vector<std::string> texts(prompts.size());
-  std::vector<GenerationStats> stats(prompts.size());
+  const std::vector<Outcome> out = run_all(sched, prompts, opt);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    ScheduledRequest r;
-    r.prompt = prompts[i];
-    r.options = opt;
-    r.on_text = [&texts, i](std::string_view t) { return texts[i] += t, true; };
-    r.on_done = [&stats, i](const GenerationStats& st) { stats[i] = st; };
-    index[sched.submit(std::move(r))] = i;
-  }
-  sched.run_until_idle();
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(stats[i].stop_reason, "length") << "request " << i;
-    EXPECT_EQ(stats[i].n_generated, 24) << "request " << i;
-    std::string want;
-    StreamDecoder dec(tok);
-    for (int32_t id : alone[i]) want += dec.feed(id);
-    want += dec.flush();
-    EXPECT_EQ(texts[i], want) << "request " << i << " batched differs from alone";
+    EXPECT_EQ(out[i].stats.stop_reason, "length") << "request " << i;
+    EXPECT_EQ(out[i].stats.n_generated, 24) << "request " << i;
+    EXPECT_EQ(out[i].text, alone[i]) << "request " << i << " batched differs from alone";
   }
 }
 
@@ -148,13 +138,7 @@ TEST(SchedulerModel, PrefixCacheAndPreemptionKeepGreedyOutput) {
                                  true, false));
   ASSERT_GE(prompts[0].size(), 2 * KvCache::kBlock);  // two shared blocks at least
   const GenerateOptions opt = greedy(40);
-  std::vector<std::string> alone;
-  for (const auto& p : prompts) {
-    Session s(*model, 512, 512);
-    std::string text;
-    generate(s, p, opt, [&](std::string_view t) { return text += t, true; });
-    alone.push_back(text);
-  }
+  const std::vector<std::string> alone = texts_alone(*model, prompts, opt);
 
   SchedulerOptions so;
   so.max_running = 3;

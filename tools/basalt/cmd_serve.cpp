@@ -27,7 +27,7 @@ struct ServeOptions {
   std::string alias;
   std::string api_key_file;
   uint64_t memory_limit = 0;
-  int parallel = 8;  // the best throughput at 16 clients on SmolLM2 with TTFT P99 under 2 s (PERFORMANCE.md 9)
+  int parallel = 16;  // at 16 clients on SmolLM2 the most tokens/s and the lowest TTFT P99 (PERFORMANCE.md 9.2)
   SamplingFlags sampling_given;
 };
 
@@ -141,7 +141,7 @@ void register_serve(CLI::App& app) {
   add_model_options(*sub, o->model);
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one)")->check(CLI::Range(0, 65535));
-  sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 8)")->check(CLI::Range(1, 256));
+  sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 16)")->check(CLI::Range(1, 256));
   sub->add_option("--queue-timeout", o->server.queue_timeout_s, "seconds a request may wait to start; then 503 (default 60)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--rate-limit-rpm", o->server.rate_rpm, "requests a minute per API key (or client address); more get 429")

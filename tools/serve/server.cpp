@@ -285,6 +285,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     rate_limiter_.refund(rate_key, charged);
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
   }
+  ++in_flight_;  // until the answer is out: a shutdown waits for it, queued or running
   {
     // Until it runs: a request that waits too long in the queue gets 503 (a
     // stream too: its headers are not out yet).
@@ -296,15 +297,19 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       lock.lock();
       ch->cv.wait(lock, [&] { return ch->done; });  // (it may have started just now: it is cancelled all the same)
       ++queue_timeouts_;
+      --in_flight_;
       res.set_header("Retry-After", "5");
       return send_error(res, ApiError(503, "service_unavailable",
                                       "the request waited " + std::to_string(static_cast<int64_t>(opt_.queue_timeout_s)) +
                                           " s in the queue without starting; the server is overloaded"));
     }
+    if (!ch->started) {  // ended while it waited: a shutdown's cancel
+      --in_flight_;
+      return send_error(res, ApiError(503, "service_unavailable", "the server is shutting down"));
+    }
   }
   const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(opt_.request_timeout_s);
-  ++in_flight_;  // until the answer is out: a shutdown waits for it
+  const auto deadline = ch->arrived + std::chrono::duration<double>(opt_.request_timeout_s);
 
   if (!r.stream) {
     struct Leave {

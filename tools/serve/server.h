@@ -46,7 +46,7 @@ struct ServerOptions {
   double rate_rpm = 0, rate_tpm = 0;  // per API key (or client address): requests and tokens a minute; 0: none
   int64_t memory_limit_bytes = 0;    // resident memory past which new requests get 503; 0: none
   double log_interval_s = 60;        // a status line on stderr this often (0: never)
-  double batch_window_ms = 0;        // when idle, how long the first request waits for others to batch with
+  double batch_window_ms = 0;        // when idle, how long a request waits for others to batch with (0 measured best: PERFORMANCE.md 9.2)
   double shutdown_grace_s = 30;      // SIGTERM: how long running requests may go on
 };
 
