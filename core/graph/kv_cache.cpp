@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/graph/kv_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +76,14 @@ void KvCache::share(int seq, int32_t block) {
   if (static_cast<int64_t>(t.size()) >= blocks_for(n_ctx_)) throw Error("internal: KV block shared past a sequence's context");
   ref(block);
   t.push_back(block);
+}
+
+int64_t KvCache::largest_free_run() const {
+  std::vector<uint8_t> free(static_cast<size_t>(n_blocks_), 0);
+  for (int32_t b : free_) free[static_cast<size_t>(b)] = 1;
+  int64_t best = 0, run = 0;
+  for (uint8_t f : free) best = std::max(best, run = f ? run + 1 : 0);
+  return best;
 }
 
 void KvCache::release(int seq) {

@@ -76,6 +76,10 @@ class KvCache {
   // The pool.
   int64_t n_blocks() const { return n_blocks_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // The longest run of consecutive free block ids: a paged sequence needs
+  // none (any free block serves), so this only shows how scattered the free
+  // memory is.
+  int64_t largest_free_run() const;
   // Sequence seq's blocks, in position order.
   const std::vector<int32_t>& table(int seq) const { return tables_.at(static_cast<size_t>(seq)); }
   // Positions seq can hold without growing.

@@ -318,6 +318,7 @@ void Scheduler::publish() {
   SchedulerStats st = counts_;
   st.running = static_cast<int>(running_.size());
   st.kv_free_blocks = kv_.free_blocks();
+  st.kv_largest_free_run = kv_.largest_free_run();
   st.kv_cached_blocks = prefix_ ? prefix_->blocks() : 0;
   st.kv_used_positions = 0;
   for (const auto& s : running_) st.kv_used_positions += s->computed;

@@ -61,7 +61,7 @@ struct ScheduledRequest {
 struct SchedulerStats {
   size_t queued = 0;                // waiting, preempted ones included
   int running = 0;                  // in the running batch
-  int64_t kv_blocks = 0, kv_free_blocks = 0;
+  int64_t kv_blocks = 0, kv_free_blocks = 0, kv_largest_free_run = 0;
   int64_t kv_cached_blocks = 0;     // listed by the prefix cache (some also held by requests)
   int64_t kv_used_positions = 0;    // positions the running requests hold
   int64_t preemptions = 0;          // so far

@@ -352,6 +352,8 @@ def main():
         ttft = srv.metric("basalt_time_to_first_token_seconds_count")
         check(ttft is not None and ttft >= 4, f"/metrics: time-to-first-token histogram ({ttft})")
         check((srv.metric("basalt_resident_memory_bytes") or 0) > 1e6, "/metrics: resident memory")
+        run, free = srv.metric("basalt_kv_blocks_largest_free_run"), srv.metric("basalt_kv_blocks_free")
+        check(run is not None and 1 <= run <= free, f"/metrics: the largest free run of KV blocks ({run} of {free} free)")
         test_bad_requests(srv)
         test_queue_full(srv)
         test_disconnect(srv)

@@ -397,6 +397,7 @@ TEST(KvCache, BlocksPerHead) {
 TEST(KvCache, PagedBlocksAreCountedAndFreed) {
   KvCache kv(one_head_spec(4), 3 * KvCache::kBlock, 2, 4, KvType::f16);
   EXPECT_EQ(kv.free_blocks(), 4);
+  EXPECT_EQ(kv.largest_free_run(), 4);
   EXPECT_EQ(kv.capacity(0), 0);
   const float x[4] = {1, 2, 3, 4};
   EXPECT_THROW(kv.store(0, 0, 0, x, x), Error);  // no block yet
@@ -416,6 +417,7 @@ TEST(KvCache, PagedBlocksAreCountedAndFreed) {
   kv.release(0);
   EXPECT_EQ(kv.refs(first), 1);  // still sequence 1's
   EXPECT_EQ(kv.free_blocks(), 1);
+  EXPECT_EQ(kv.largest_free_run(), 1);
   EXPECT_EQ(kv.key(0, 1, 5, 2), 0.0f);  // never written: zeros
   kv.ref(first);  // a prefix cache keeps it
   kv.release(1);

@@ -166,7 +166,7 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--timeout", o->server.request_timeout_s, "seconds a request may take in all (default 600)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--http-threads", o->server.http_threads, "connections served at once (default 512)")
+  sub->add_option("--http-threads", o->server.http_threads, "connections served at once, at most; threads start as connections need them (default 512)")
       ->check(CLI::Range(8, 65536));
   o->sampling_given = add_sampling_options(*sub, o->server.sampling);
   sub->callback([o] { serve_main(*o); });

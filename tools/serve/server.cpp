@@ -14,6 +14,7 @@
 #include <deque>
 
 #include "core/util/memory.h"
+#include "tools/serve/http_workers.h"
 
 namespace basalt::serve {
 
@@ -106,7 +107,11 @@ Server::Server(const Model& model, ServerOptions opt)
   scheduler_ = std::make_unique<Scheduler>(model_, opt_.scheduler);
   prompter_ = std::make_unique<cli::ChatPrompter>(model_, "");
   const int threads = std::max(8, opt_.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->new_task_queue = [this, threads] {
+    auto* workers = new HttpWorkers(static_cast<size_t>(threads));
+    http_workers_ = workers;  // lives while the listener does, which serves /metrics
+    return workers;
+  };
   http_->set_payload_max_length(opt_.max_body_bytes);
   http_->set_keep_alive_timeout(30);
 
@@ -398,10 +403,13 @@ std::string Server::metrics_text() {
   counter("basalt_requests_queue_timeout_total", "requests that waited past --queue-timeout (503)", static_cast<double>(queue_timeouts_));
   counter("basalt_requests_memory_refused_total", "requests refused at --memory-limit (503)", static_cast<double>(memory_refusals_));
   if (opt_.memory_limit_bytes > 0) gauge("basalt_memory_limit_bytes", "--memory-limit", static_cast<double>(opt_.memory_limit_bytes));
+  if (HttpWorkers* w = http_workers_) gauge("basalt_http_threads", "HTTP threads started (one per open connection at the peak)", static_cast<double>(w->threads()));
   gauge("basalt_resident_memory_bytes", "resident memory of the process", static_cast<double>(resident_memory_bytes()));
   gauge("basalt_kv_cache_bytes", "memory of the KV pool", static_cast<double>(scheduler_->kv_bytes()));
   gauge("basalt_kv_blocks", "blocks of 64 positions in the KV pool", static_cast<double>(st.kv_blocks));
   gauge("basalt_kv_blocks_free", "KV blocks no one holds", static_cast<double>(st.kv_free_blocks));
+  gauge("basalt_kv_blocks_largest_free_run", "the longest run of consecutive free KV blocks (paged: any free block serves)",
+        static_cast<double>(st.kv_largest_free_run));
   gauge("basalt_kv_blocks_cached", "KV blocks the prefix cache lists (free to evict when no request holds them)",
         static_cast<double>(st.kv_cached_blocks));
   gauge("basalt_kv_positions_used", "positions the running requests hold in the KV pool", static_cast<double>(st.kv_used_positions));
@@ -440,6 +448,7 @@ std::string Server::status_line() {
                  {"resident_mib", resident_memory_bytes() >> 20},
                  {"kv_blocks", st.kv_blocks},
                  {"kv_blocks_free", st.kv_free_blocks},
+                 {"kv_largest_free_run", st.kv_largest_free_run},
                  {"kv_blocks_cached", st.kv_cached_blocks},
                  {"preemptions", st.preemptions},
                  {"prompt_tokens", prompt_tokens_.load()},

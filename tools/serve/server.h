@@ -30,6 +30,8 @@ struct Response;
 
 namespace basalt::serve {
 
+class HttpWorkers;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0: any free port (the log line says which)
@@ -40,7 +42,7 @@ struct ServerOptions {
   int32_t default_max_tokens = 256;
   ApiLimits limits;
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 512;            // connections served at once (streams hold one each)
+  int http_threads = 512;            // connections served at once, at most (streams hold one each; started as needed)
   double request_timeout_s = 600;    // from arrival to the last token
   double queue_timeout_s = 60;       // from arrival to joining the running batch (then 503)
   double rate_rpm = 0, rate_tpm = 0;  // per API key (or client address): requests and tokens a minute; 0: none
@@ -75,6 +77,7 @@ class Server {
   const Model& model_;
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
+  std::atomic<HttpWorkers*> http_workers_{nullptr};
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<cli::ChatPrompter> prompter_;
   RateLimiter rate_limiter_;
