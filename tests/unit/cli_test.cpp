@@ -148,6 +148,12 @@ TEST(Cli, BenchPrintsSpeedsAsJson) {
   EXPECT_GT(jr["tg_roofline_pct"].get<double>(), 0);
   EXPECT_LT(jr["tg_roofline_pct"].get<double>(), 1000);  // not a unit slip (bytes for GB)
   EXPECT_GE(jr["decode_step_bytes"].get<double>(), jr["decode_bytes"].get<double>());
+  // --sequences: several decoding together through the server's scheduler
+  Result sq = basalt_cmd("bench " + model_arg() + " -p 0 -n 6 -d 5 -r 1 --json --sequences 3");
+  ASSERT_EQ(sq.rc, 0) << sq.out;
+  const nlohmann::json js = nlohmann::json::parse(sq.out.substr(sq.out.rfind("\n{") + 1));
+  EXPECT_EQ(js["sequences"].get<int>(), 3);
+  EXPECT_GT(js["tg_tokens_per_s"].get<double>(), 0);
 #if defined(BASALT_VULKAN)
   if (!gpu::list_gpus().empty()) {
     Result g = basalt_cmd("bench " + model_arg() + " -p 8 -n 2 -r 1 --json --gpu attn");
