@@ -56,6 +56,15 @@ std::vector<Outcome> run_all(Scheduler& sched, const std::vector<std::vector<int
   return out;
 }
 
+// The options the tests vary; the rest at their defaults.
+SchedulerOptions options(int max_running, int64_t slot_ctx, int64_t step_tokens = SchedulerOptions{}.step_tokens) {
+  SchedulerOptions so;
+  so.max_running = max_running;
+  so.slot_ctx = slot_ctx;
+  so.step_tokens = step_tokens;
+  return so;
+}
+
 // Each prompt's text generated alone, through a Session.
 std::vector<std::string> texts_alone(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                      const GenerateOptions& opt) {
@@ -86,6 +95,14 @@ class SchedulerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { model_ = Model::load(test::make_tiny_model("scheduler")); }
   static void TearDownTestSuite() { model_.reset(); }
+  // n prompts of random tokens, of first_len tokens and then step more each.
+  static std::vector<std::vector<int32_t>> random_prompts(uint32_t seed, int n, int64_t first_len, int64_t step) {
+    std::mt19937 rng(seed);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i)
+      prompts.push_back(random_prompt(rng, first_len + step * i, static_cast<int32_t>(model_->tokenizer().n_vocab())));
+    return prompts;
+  }
   static std::unique_ptr<Model> model_;
 };
 std::unique_ptr<Model> SchedulerTest::model_;
@@ -104,11 +121,7 @@ TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
   }
   const GenerateOptions opt = greedy(24);
   const std::vector<std::string> alone = texts_alone(*model, prompts, opt);
-  SchedulerOptions so;
-  so.max_running = 4;
-  so.slot_ctx = 512;
-  so.step_tokens = 64;
-  Scheduler sched(*model, so);
+  Scheduler sched(*model, options(4, 512, 64));
   const std::vector<Outcome> out = run_all(sched, prompts, opt);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(out[i].stats.stop_reason, "length") << "request " << i;
@@ -140,10 +153,7 @@ TEST(SchedulerModel, PrefixCacheAndPreemptionKeepGreedyOutput) {
   const GenerateOptions opt = greedy(40);
   const std::vector<std::string> alone = texts_alone(*model, prompts, opt);
 
-  SchedulerOptions so;
-  so.max_running = 3;
-  so.slot_ctx = 512;
-  so.step_tokens = 64;
+  SchedulerOptions so = options(3, 512, 64);
   {
     Scheduler sched(*model, so);
     const std::vector<Outcome> out = run_all(sched, prompts, opt);
@@ -171,15 +181,9 @@ TEST(SchedulerModel, PrefixCacheAndPreemptionKeepGreedyOutput) {
 // preempted again and again, every one completes with the output it gets
 // alone, and every block comes back.
 TEST_F(SchedulerTest, TinyPoolPreemptsAndEveryRequestCompletes) {
-  std::mt19937 rng(3);
-  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 70 + 5 * i, vocab));
+  const auto prompts = random_prompts(3, 4, 70, 5);
   const GenerateOptions opt = greedy(50);
-  SchedulerOptions so;
-  so.max_running = 1;
-  so.slot_ctx = 192;
-  so.step_tokens = 32;
+  SchedulerOptions so = options(1, 192, 32);
   so.prefix_cache = false;
   std::vector<Outcome> alone;
   {
@@ -211,9 +215,7 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   std::vector<int32_t> longer = first;
   for (int i = 0; i < 10; ++i) longer.push_back(5 + i);
   const std::vector<int32_t> exact(first.begin(), first.begin() + 3 * KvCache::kBlock);
-  SchedulerOptions so;
-  so.max_running = 2;
-  so.slot_ctx = 512;
+  const SchedulerOptions so = options(2, 512);
   Scheduler sched(*model_, so);
   Scheduler plain(*model_, [&] { SchedulerOptions p = so; p.prefix_cache = false; return p; }());
   const GenerateOptions opt = greedy(8);
@@ -241,15 +243,9 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
 TEST_F(SchedulerTest, GpuAttentionReadsThroughBlockTables) {
   NEED_DEVICE(dev);
   (void)dev;
-  std::mt19937 rng(6);
-  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 90 + 7 * i, vocab));
+  const auto prompts = random_prompts(6, 4, 90, 7);
   const GenerateOptions opt = greedy(40);
-  SchedulerOptions so;
-  so.max_running = 4;
-  so.slot_ctx = 192;
-  so.step_tokens = 32;
+  SchedulerOptions so = options(4, 192, 32);
   so.kv_blocks = 6;
   std::vector<Outcome> cpu;
   {
@@ -272,10 +268,7 @@ TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
   std::mt19937 rng(1);
   const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
   constexpr int kShort = 8, kLong = 4000;
-  SchedulerOptions so;
-  so.max_running = kShort + 1;
-  so.slot_ctx = kLong + 16;
-  so.step_tokens = 128;
+  const SchedulerOptions so = options(kShort + 1, kLong + 16, 128);
   Scheduler sched(*model_, so);
   int64_t step = 0;
   std::vector<Outcome> out(kShort + 1);
@@ -309,9 +302,7 @@ TEST_F(SchedulerTest, LongPromptIsChunkedAndDecodesKeepGoing) {
 }
 
 TEST_F(SchedulerTest, QueueBoundAndRequestsThatCannotFit) {
-  SchedulerOptions so;
-  so.max_running = 1;
-  so.slot_ctx = 64;
+  SchedulerOptions so = options(1, 64);
   so.max_queued = 2;
   Scheduler sched(*model_, so);
   auto request = [](int64_t n_prompt, int32_t max_tokens) {
@@ -344,10 +335,7 @@ TEST_F(SchedulerTest, QueueBoundAndRequestsThatCannotFit) {
 }
 
 TEST_F(SchedulerTest, CancelEndsARequestAndFreesItsSlot) {
-  SchedulerOptions so;
-  so.max_running = 1;
-  so.slot_ctx = 256;
-  Scheduler sched(*model_, so);
+  Scheduler sched(*model_, options(1, 256));
   std::vector<Outcome> out(3);
   std::vector<int64_t> ids;
   for (int i = 0; i < 3; ++i) {
