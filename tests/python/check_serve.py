@@ -241,7 +241,7 @@ def test_rate_limits(basalt, model):
         check(statuses == [200, 200] and status == 429 and json.loads(body)["error"]["type"] == "rate_limit_error",
               f"2 requests a minute per key: the third gets 429 ({statuses + [status]})")
         retry = int(headers.get("Retry-After", "0"))
-        check(25 <= retry <= 31, f"Retry-After says when the key's budget allows it ({retry} s)")
+        check(10 <= retry <= 31, f"Retry-After says when the key's budget allows it ({retry} s; 30 less the time since)")
         check(srv.metric("basalt_requests_rate_limited_total") == 1, "/metrics counts the rate-limited request")
     finally:
         srv.proc.send_signal(signal.SIGTERM)
@@ -275,10 +275,10 @@ def test_memory_limit(basalt, model, resident_mib):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     check(p.returncode != 0 and "after its warm-up" in p.stderr,
           f"past --memory-limit after the warm-up: refused ({p.returncode}: {p.stderr.strip()[-120:]})")
-    # A limit 2% above what the server holds after its warm-up (resident_mib,
+    # A limit 3% above what the server holds after its warm-up (resident_mib,
     # from another one's ready line): it starts, and since new requests need 5%
     # to spare, they get 503.
-    limit = int(resident_mib * 1.02) + 1
+    limit = int(resident_mib * 1.03) + 1
     srv = ServerProcess(basalt, model, extra=["--memory-limit", f"{limit}M"])
     try:
         status, headers, body = completion(srv, 4)
