@@ -30,10 +30,6 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   return d;
 }
 
-namespace {
-int64_t blocks_for(int64_t positions) { return (positions + KvCache::kBlock - 1) / KvCache::kBlock; }
-}  // namespace
-
 KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type)
     : KvCache(spec, n_ctx, n_seq, n_seq > 0 && n_ctx > 0 ? n_seq * blocks_for(n_ctx) : 0, type) {
   for (int seq = 0; seq < n_seq_; ++seq)

@@ -49,6 +49,8 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride = 1)
 class KvCache {
  public:
   static constexpr int64_t kBlock = 64;
+  // Blocks that hold this many positions.
+  static constexpr int64_t blocks_for(int64_t positions) { return (positions + kBlock - 1) / kBlock; }
 
   // n_seq sequences of n_ctx positions, each holding its blocks from the start.
   KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type = KvType::f16);

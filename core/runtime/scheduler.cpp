@@ -9,7 +9,6 @@ namespace basalt {
 
 namespace {
 constexpr int64_t B = KvCache::kBlock;
-int64_t blocks_for(int64_t positions) { return (positions + B - 1) / B; }
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -34,7 +33,7 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& opt)
     : model_(model),
       opt_(opt),
       kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running),
-          opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * blocks_for(std::max<int64_t>(1, opt.slot_ctx)),
+          opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx)),
           opt.kv_type),
       executor_(model, kv_, std::max<int64_t>(opt.step_tokens, opt.max_running), opt.offload) {
   if (opt.max_running < 1 || opt.slot_ctx < 1 || opt.step_tokens < 1)
@@ -105,34 +104,30 @@ void Scheduler::finish(Sequence& s) {
   const bool decoded = s.first_token != std::chrono::steady_clock::time_point{};
   s.gen->stats().decode_s = decoded ? seconds_since(s.first_token) : 0;
   if (s.request.on_done) s.request.on_done(s.gen->stats());
-  if (s.slot >= 0) {
-    kv_.release(s.slot);
-    free_slots_.push_back(s.slot);
-    s.slot = -1;
-  }
+  if (s.slot >= 0) release_slot(s);
 }
 
-bool Scheduler::start(Sequence& s) {
-  if (free_slots_.empty()) return false;
-  const int64_t n = static_cast<int64_t>(s.context.size());
-  // The whole context and the next token must fit now (what the cache holds already needs no new block).
-  if (available_blocks() < blocks_for(n + 1) && !running_.empty()) return false;
-  s.slot = free_slots_.back();
-  free_slots_.pop_back();
+void Scheduler::release_slot(Sequence& s) {
+  kv_.release(s.slot);
+  free_slots_.push_back(s.slot);
+  s.slot = -1;
   s.computed = 0;
   s.cursor = {};
-  if (prefix_) {
-    // A fresh prompt computes at least its last token (its logits give the first output token).
-    const int64_t most = s.next_token >= 0 ? n / B : (n - 1) / B;
-    s.cursor = prefix_->attach(s.slot, s.context.data(), n, most);
-    s.computed = s.cursor.blocks * B;
-    if (s.computed > 0 && s.next_token < 0) {
-      ++counts_.prefix_hits;
-      counts_.prefix_hit_tokens += s.computed;
-      s.gen->stats().n_prefilled -= s.computed;
-    }
-  }
-  return true;
+}
+
+bool Scheduler::fits(int64_t n_context) const {
+  // The whole context and the next token must fit now (what the cache holds already needs no new block).
+  return !free_slots_.empty() && (running_.empty() || available_blocks() >= KvCache::blocks_for(n_context + 1));
+}
+
+void Scheduler::start(Sequence& s) {
+  s.slot = free_slots_.back();
+  free_slots_.pop_back();
+  if (!prefix_) return;
+  // A prompt not yet begun computes at least its last token (its logits give the first output token).
+  const int64_t n = static_cast<int64_t>(s.context.size());
+  s.cursor = prefix_->attach(s.slot, s.context.data(), n, s.next_token >= 0 ? n / B : (n - 1) / B);
+  s.computed = s.cursor.blocks * B;
 }
 
 void Scheduler::admit() {
@@ -172,29 +167,30 @@ void Scheduler::admit() {
   retire_done();  // cancelled ones free their blocks before anyone new starts
 
   // The preempted first, then the queue, in order: one that does not fit yet holds up those behind it.
-  while (!preempted_.empty() && start(*preempted_.front())) {
+  while (!preempted_.empty() && fits(static_cast<int64_t>(preempted_.front()->context.size()))) {
+    start(*preempted_.front());
     running_.push_back(std::move(preempted_.front()));
     preempted_.pop_front();
   }
   if (!preempted_.empty()) return;
   for (;;) {
-    std::unique_ptr<Sequence> s;
+    auto s = std::make_unique<Sequence>();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty() || free_slots_.empty()) return;
-      s = std::make_unique<Sequence>();
+      if (queue_.empty() || !fits(static_cast<int64_t>(queue_.front().request.prompt.size()))) return;
       s->id = queue_.front().id;
       s->request = std::move(queue_.front().request);
-      s->context = s->request.prompt;
-      s->gen = std::make_unique<Generation>(model_.tokenizer(), s->request.options, s->request.prompt,
-                                            model_.tokenizer().n_vocab(), s->request.on_text);
-      s->gen->stats().n_prefilled = static_cast<int64_t>(s->request.prompt.size());
-      if (!start(*s)) {  // the request stays first in line
-        queue_.front().request = std::move(s->request);
-        return;
-      }
       queue_.pop_front();
       running_ids_.push_back(s->id);  // cancellable while it moves over
+    }
+    s->context = s->request.prompt;
+    start(*s);
+    s->gen = std::make_unique<Generation>(model_.tokenizer(), s->request.options, s->request.prompt,
+                                          model_.tokenizer().n_vocab(), s->request.on_text);
+    s->gen->stats().n_prefilled = static_cast<int64_t>(s->context.size()) - s->computed;
+    if (s->computed > 0) {
+      ++counts_.prefix_hits;
+      counts_.prefix_hit_tokens += s->computed;
     }
     s->order = next_order_++;
     s->admitted = std::chrono::steady_clock::now();
@@ -204,11 +200,7 @@ void Scheduler::admit() {
 }
 
 void Scheduler::preempt(Sequence& s) {
-  kv_.release(s.slot);
-  free_slots_.push_back(s.slot);
-  s.slot = -1;
-  s.computed = 0;
-  s.cursor = {};
+  release_slot(s);
   ++counts_.preemptions;
   auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
   // Victims go youngest first, so each new one is older than those waiting already.

@@ -109,7 +109,9 @@ class Scheduler {
   struct Sequence;
 
   void admit();
-  bool start(Sequence& s);  // a slot and its first blocks; false when the pool cannot hold its context yet
+  bool fits(int64_t n_context) const;  // a slot is free and the pool can hold this context now
+  void start(Sequence& s);             // a slot, and the blocks the prefix cache has of its context
+  void release_slot(Sequence& s);      // its blocks and slot go back; it computes everything again
   void finish(Sequence& s);
   // Grows s's table to hold `positions`, evicting cached blocks and then
   // preempting running requests younger than admission order `limit` (never

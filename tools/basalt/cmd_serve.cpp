@@ -90,7 +90,7 @@ void serve_main(ServeOptions& o) {
   const int64_t pool = o.model.ctx_size > 0
                            ? o.model.ctx_size
                            : default_pool_positions(*model, o.parallel, per_request, o.model.kv_type, so.memory_limit_bytes);
-  so.scheduler.kv_blocks = (pool + KvCache::kBlock - 1) / KvCache::kBlock;
+  so.scheduler.kv_blocks = KvCache::blocks_for(pool);
   if (so.memory_limit_bytes > 0) {
     const int64_t kv = so.scheduler.kv_blocks * KvCache::kBlock * kv_bytes_per_position(*model, o.model.kv_type);
     const int64_t resident = resident_memory_bytes();

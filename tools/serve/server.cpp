@@ -235,9 +235,9 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
                                       "max_tokens"));
     if (const double wait = rate_limiter_.admit(rate_key, charged); wait > 0) {
       ++rate_limited_;
-      res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
-      return send_error(res, ApiError(429, "rate_limit_error", "rate limit reached for this API key; try again in " +
-                                                                    std::to_string(static_cast<int64_t>(std::ceil(wait))) + " s"));
+      const std::string seconds = std::to_string(static_cast<int64_t>(std::ceil(wait)));
+      res.set_header("Retry-After", seconds);
+      return send_error(res, ApiError(429, "rate_limit_error", "rate limit reached for this API key; try again in " + seconds + " s"));
     }
   }
 
