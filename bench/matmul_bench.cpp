@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // y = x W^T for every weight format x ISA x the real matrix shapes of a 1.1B
-// (TinyLlama) and a 7B (Llama 2) model x tokens: 1 (decode: GB/s of weights
-// streamed), 16 and 512 (prefill: GOP/s = 2 * rows * cols * tokens / s).
+// (TinyLlama), a 7B (Llama 2) and the default 135M (SmolLM2) model x tokens:
+// 1 (decode: GB/s of weights streamed), 4-16 (a server's batch of decodes)
+// and 64-512 (prefill: GOP/s = 2 * rows * cols * tokens / s).
 // %bw and %op compare with this machine's read bandwidth and with the int8
 // (quantized formats) or fp32 FMA (f32, f16, bf16) peak, measured at startup
 // with bench/peaks.h or given in the environment.
@@ -47,9 +48,10 @@ struct Shape {
 const Shape kShapes[] = {
     {"1.1b.attn_q", 2048, 2048},   {"1.1b.attn_kv", 256, 2048},  {"1.1b.ffn_up", 5632, 2048},
     {"1.1b.ffn_down", 2048, 5632}, {"1.1b.output", 32000, 2048}, {"7b.attn_q", 4096, 4096},
-    {"7b.ffn_up", 11008, 4096},    {"7b.ffn_down", 4096, 11008},
+    {"7b.ffn_up", 11008, 4096},    {"7b.ffn_down", 4096, 11008},  {"135m.ffn_up", 1536, 576},
+    {"135m.ffn_down", 576, 1536},  // SmolLM2-135M, the default model: `basalt serve`'s batched decode
 };
-const int64_t kTokens[] = {1, 8, 16, 64, 512};
+const int64_t kTokens[] = {1, 4, 8, 16, 64, 512};
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
 
 double env_double(const char* name, double fallback) {

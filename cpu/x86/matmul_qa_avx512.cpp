@@ -2,8 +2,10 @@
 // qa matmul on AVX-512 VNNI over the tiled layout (quant/qa_layout.h): each
 // 32-bit lane is one row of a 16-row tile, so one vpdpbusd advances 16 rows'
 // dot products by 4 weights, and each block's 16 scales apply with one FMA.
-// Up to 6 tokens share each unpacked block (prefill); up to 2 tokens (decode)
-// run two tiles from distant rows side by side: two read streams per thread.
+// Up to 2 tokens (decode) run two tiles from distant rows side by side: two
+// read streams per thread. More tokens (prefill, a server's batch) run a
+// register block of two neighbouring tiles x up to 5 tokens: each unpacked
+// weight vector serves every token, each broadcast of x serves both tiles.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,14 +19,31 @@
 #include "cpu/x86/qa_unpack_avx512.h"
 #include "quant/qa_layout.h"
 
+// GCC 12 warns that the _mm512_undefined_epi32() inside its own shift
+// intrinsics may be used uninitialized, once they are inlined here: a false
+// positive of the compiler's headers, not of this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace basalt::kernels {
 
 namespace {
 
-constexpr int kMaxTok = 6;     // tokens per pass over a tile (prefill): 6 accumulators + 8 unpacked vectors
 constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pass (read streams)
+// A register block (more tokens): tiles x tokens whose int32 and f32
+// accumulators (2 per tile and token, 3 when a block's halves have their own
+// scales) and unpacked vectors fit the 32 registers. Q6_K's costly unpacking
+// is better spread over more tokens than shared by more tiles.
+template <QaScales S>
+constexpr int block_tiles() { return S == QaScales::q6k ? 1 : 2; }
+template <QaScales S>
+constexpr int block_tokens() { return S == QaScales::q6k ? 6 : 5; }
 constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
+// A register block's first pass over its tiles reads ahead this far, into the
+// tiles that follow (the next units'): compute-bound, it has time to. Later
+// passes find the tiles in cache and ask for nothing. 12 KB measured best
+// of 2, 6 and 12 at 16 and 64 tokens (docs/PERFORMANCE.md 3.1).
+constexpr int kBlockedPrefetchBytes = 12288;
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
 // two read streams, which this CPU needs to reach its bandwidth (decode).
@@ -112,17 +131,147 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
     for (int i = 0; i < NT; ++i) out[u][i] = acc[u][i];
 }
 
-// NTILE spans x all tokens, kMax tokens per pass.
+// Chunk C of a block's quants unpacked for one tile: lo pairs with x[4C..4C+3],
+// hi with x[16+4C..] (quant/qa_layout.h). The high bits of 5 and 6 bit codes
+// are loaded again for each chunk: a load is cheaper than a register here.
+template <int Bits, int C>
+inline void unpack_chunk(const uint8_t* qt, __m512i& lo, __m512i& hi) {
+  if constexpr (Bits == 8) {
+    lo = _mm512_load_si512(qt + 64 * C);
+    hi = _mm512_load_si512(qt + 64 * (C + 4));
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_load_si512(qt + 64 * C);
+    lo = _mm512_and_si512(v, m4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if constexpr (Bits == 5) {
+      const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
+      lo = merge(lo, shift<4 - C>(h), b4);
+      hi = merge(hi, shift<-C>(h), b4);
+    }
+    if constexpr (Bits == 6) {
+      const __m512i b45 = _mm512_set1_epi8(0x30);
+      lo = merge(lo, shift<4 - 2 * C>(_mm512_load_si512(qt + 256)), b45);
+      hi = merge(hi, shift<4 - 2 * C>(_mm512_load_si512(qt + 320)), b45);
+    }
+  }
+}
+
+// NTILE tiles x NT tokens as one register block: per block of 32 columns,
+// int32 sums for every (tile, token), then one scale FMA each. Compute-bound,
+// so unlike tiles_x_tokens it does not need distant tiles for read streams.
+template <int Bits, QaScales S, int NT, int NTILE>
+void tiles_x_tokens_blocked(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq,
+                            int64_t t0, bool prefetch, __m512 out[NTILE][NT]) {
+  constexpr bool kSplitHalves = S == QaScales::q6k;
+  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+  constexpr QaLayout kL = qa_layout(Bits, S);  // == L, as constants
+  constexpr int G = kL.blocks_per_group;
+  constexpr int kLinesPerBlock = static_cast<int>((kL.group_bytes() / 64 + G - 1) / G);
+  (void)L;
+  const int8_t* xq0 = xq.q_row(t0);
+  const float* xd0 = xq.d_row(t0);
+  const int32_t* xs0 = xq.sum16_row(t0);
+  const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
+  __m512 acc[NTILE][NT];
+#pragma GCC unroll 4
+  for (int u = 0; u < NTILE; ++u)
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) acc[u][i] = _mm512_setzero_ps();
+
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t g = b / G;
+    const int j = static_cast<int>(b % G);
+    const uint8_t* grp[NTILE];
+#pragma GCC unroll 4
+    for (int u = 0; u < NTILE; ++u) {
+      grp[u] = tiles[u] + g * kL.group_bytes();
+      if (prefetch)
+#pragma GCC unroll 8
+        for (int line = 0; line < kLinesPerBlock; ++line)
+          _mm_prefetch(reinterpret_cast<const char*>(grp[u] + kBlockedPrefetchBytes + 64 * (j * kLinesPerBlock + line)),
+                       _MM_HINT_T0);
+    }
+    // The zero point's share (kZero x sum of x) starts each sum.
+    __m512i a0[NTILE][NT], a1[NTILE][NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
+      const __m512i z0 = _mm512_set1_epi32(kSplitHalves ? -kZero * s0 : -kZero * (s0 + s1));
+      const __m512i z1 = _mm512_set1_epi32(-kZero * s1);
+#pragma GCC unroll 4
+      for (int u = 0; u < NTILE; ++u) {
+        a0[u][i] = kZero ? z0 : _mm512_setzero_si512();
+        if constexpr (kSplitHalves) a1[u][i] = z1;
+      }
+    }
+    [&]<int... C>(std::integer_sequence<int, C...>) {
+      ([&] {
+        __m512i lo[NTILE], hi[NTILE];
+#pragma GCC unroll 4
+        for (int u = 0; u < NTILE; ++u) unpack_chunk<Bits, C>(kL.quants(grp[u], j), lo[u], hi[u]);
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* x = xq0 + i * q_stride + b * 32;
+          const __m512i xl = bcast4(x + 4 * C), xh = bcast4(x + 16 + 4 * C);
+#pragma GCC unroll 4
+          for (int u = 0; u < NTILE; ++u) {
+            a0[u][i] = _mm512_dpbusd_epi32(a0[u][i], lo[u], xl);
+            if constexpr (kSplitHalves) a1[u][i] = _mm512_dpbusd_epi32(a1[u][i], hi[u], xh);
+            else a0[u][i] = _mm512_dpbusd_epi32(a0[u][i], hi[u], xh);
+          }
+        }
+      }(), ...);
+    }(std::make_integer_sequence<int, 4>{});
+#pragma GCC unroll 4
+    for (int u = 0; u < NTILE; ++u) {
+      const uint8_t* st = kL.scales(grp[u], j);
+      __m512 scale, scale_hi, bias;
+      if constexpr (S == QaScales::f16_sym) scale = load_f16x16(st);
+      if constexpr (S == QaScales::f16_affine) scale = load_f16x16(st), bias = load_f16x16(st + 32);
+      if constexpr (S == QaScales::f16_zero) scale = load_f16x16(st), bias = _mm512_mul_ps(scale, load_f16x16(st + 32));
+      if constexpr (S == QaScales::kquant)
+        scale = _mm512_mul_ps(load_f16x16(grp[u]), load_u8x16(st)),
+        bias = _mm512_mul_ps(load_f16x16(grp[u] + 32), load_u8x16(st + 16));
+      if constexpr (S == QaScales::q6k) {
+        const __m512 d = load_f16x16(grp[u]);
+        scale = _mm512_mul_ps(d, load_i8x16(st)), scale_hi = _mm512_mul_ps(d, load_i8x16(st + 16));
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) {
+        const float xd = xd0[i * d_stride + b];
+        const __m512 vxd = _mm512_set1_ps(xd);
+        __m512& ac = acc[u][i];
+        ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[u][i]), _mm512_mul_ps(scale, vxd), ac);
+        if constexpr (kSplitHalves) ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[u][i]), _mm512_mul_ps(scale_hi, vxd), ac);
+        if constexpr (S == QaScales::f16_affine || S == QaScales::kquant || S == QaScales::f16_zero) {
+          const float xs = xd * static_cast<float>(xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]);
+          if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xs), ac);
+          else ac = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xs), ac);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < NTILE; ++u)
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) out[u][i] = acc[u][i];
+}
+
+// NTILE spans x all tokens, kMax tokens per pass: the passes of equal size
+// (16 tokens are 4 passes of 4, not 3 of 5 and one of 1).
 template <int Bits, QaScales S, int NTILE, int kMax>
 void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const MatmulArgs& a) {
   const uint8_t* tiles[NTILE];
   for (int u = 0; u < NTILE; ++u) tiles[u] = sp[u]->tile;
-  for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMax) {
+  const int64_t passes = (a.n_tok + kMax - 1) / kMax;
+  for (int64_t t0 = 0, pass = 0; t0 < a.n_tok; ++pass) {
     __m512 out[NTILE][kMax];
-    const int64_t nt = std::min<int64_t>(kMax, a.n_tok - t0);
+    const int64_t nt = (a.n_tok - t0 + (passes - pass) - 1) / (passes - pass);
     auto run = [&]<int NT>() {
       __m512 o[NTILE][NT];
-      tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
+      if constexpr (kMax <= kPairTokens) tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
+      else tiles_x_tokens_blocked<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, pass == 0, o);
       for (int u = 0; u < NTILE; ++u)
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
     };
@@ -135,6 +284,7 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
       for (int64_t i = 0; i < nt; ++i)
         _mm512_mask_storeu_ps(a.y + (t0 + i) * a.ldy + (sp[u]->r - a.r0) - sp[u]->lane0, mask, out[u][i]);
     }
+    t0 += nt;
   }
 }
 
@@ -145,7 +295,7 @@ void matmul_qa(const MatmulArgs& a) {
   auto run = [&]<int NTILE, int kMax>(const Span* const sp[NTILE], const MatmulArgs& call) {
     run_spans<Bits, S, NTILE, kMax>(L, sp, nb, call);
   };
-  for_spans<kPairTokens, kMaxTok, decltype(run), kDecodeStreams>(a, run);
+  for_spans<kPairTokens, block_tokens<S>(), decltype(run), kDecodeStreams, block_tiles<S>()>(a, run);
 }
 
 template <int Bits, QaScales S>

@@ -51,10 +51,10 @@ struct SpanUnits {
 
 // Runs the units of the call through run.template operator()<NTILE, kMax>(spans,
 // args): kStreams spans side by side for decode (up to kPairTokens tokens),
-// single spans with up to kMaxTok tokens per pass otherwise. With a.shares,
-// units are taken one at a time so that a thread done early can take over
-// the back half of another's (cpu/work_shares.h).
-template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2>
+// kTiles neighbouring spans (fewer at the end) with up to kMaxTok tokens per
+// pass otherwise. With a.shares, units are taken one at a time so that a
+// thread done early can take over the back half of another's (cpu/work_shares.h).
+template <int kPairTokens, int kMaxTok, typename Run, int kStreams = 2, int kTiles = 1>
 void for_spans(const MatmulArgs& a, Run run) {
   // With shares, a thief may read them after this returns: they live as long
   // as the shares. Alone, this thread's own copy is reused.
@@ -74,12 +74,21 @@ void for_spans(const MatmulArgs& a, Run run) {
   SpanUnits& own = state->units;
   own = {state->spans.data(), static_cast<int64_t>(state->spans.size()), 0, a};
   if (decode) own.pairs = own.n_spans / kStreams;
-  const int64_t n_units = own.n_spans - (kStreams - 1) * own.pairs;
+  const int64_t n_units = decode ? own.n_spans - (kStreams - 1) * own.pairs : (own.n_spans + kTiles - 1) / kTiles;
 
   auto run_unit = [&](const SpanUnits& s, int64_t u) {
     if (!decode) {
-      const Span* one[1] = {&s.spans[u]};
-      return run.template operator()<1, kMaxTok>(one, s.a);
+      const int64_t first = u * kTiles;
+      if (first + kTiles <= s.n_spans) {
+        const Span* side[kTiles];
+        for (int k = 0; k < kTiles; ++k) side[k] = &s.spans[first + k];
+        return run.template operator()<kTiles, kMaxTok>(side, s.a);
+      }
+      for (int64_t k = first; k < s.n_spans; ++k) {  // the last few
+        const Span* one[1] = {&s.spans[k]};
+        run.template operator()<1, kMaxTok>(one, s.a);
+      }
+      return;
     }
     if (u < s.pairs) {
       const Span* side[kStreams];
