@@ -11,6 +11,7 @@
 
 #include "core/util/thread_pool.h"
 #include "cpu/ops.h"
+#include "cpu/rows.h"
 
 namespace basalt::cpu {
 
@@ -173,7 +174,15 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   const bool q8 = kv.type() == KvType::q8;
   const int64_t elem = q8 ? 1 : 2;  // bytes per cached element
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
-  auto store = [&](int64_t t) { kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd); };
+  const RowKernels& rows = row_kernels(isa);
+  auto store = [&](int64_t t) {
+    if (kv.type() != KvType::f16) return kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
+    thread_local std::vector<uint16_t> halves;  // the executing thread's
+    halves.resize(static_cast<size_t>(2 * kvd));
+    rows.to_f16(k + t * kvd, halves.data(), kvd);
+    rows.to_f16(v + t * kvd, halves.data() + kvd, kvd);
+    kv.store_halves(layer, batch.seq[t], batch.pos[t], halves.data(), halves.data() + kvd);
+  };
   auto piece = [&](int64_t i) {
     const Piece& p = w.pieces[w.order[i]];
     const Tile& tl = w.tiles[p.tile];

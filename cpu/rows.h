@@ -22,6 +22,9 @@ struct RowKernels {
   // The sum of x[i]^2 over n values, in double (rms_norm): the same as the
   // reference's in-order sum but for the rounding of the additions.
   double (*sum_squares)(const float* x, int64_t n);
+  // y = x rounded to f16 (nearest even) over n values: f32_to_f16's bits
+  // (core/util/half.h) for every finite x and infinity; the KV cache's store.
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n);
 };
 
 // The kernels of the ISA; the reference (cpu/ref/rows_ref.cpp) where it has none.

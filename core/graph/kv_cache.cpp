@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -127,6 +128,17 @@ void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const
       const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
       std::memcpy(block + scales_offset() + (h * kBlock + j) * 4, &scale, 4);
     }
+  }
+}
+
+void KvCache::store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* key, const uint16_t* value) {
+  if (type_ != KvType::f16) throw std::logic_error("KvCache::store_halves: the cache is not f16");
+  const int64_t j = pos % kBlock;
+  uint16_t* keys = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(block_of(0, layer, seq, pos)));
+  uint16_t* values = reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(block_of(1, layer, seq, pos)));
+  for (int64_t h = 0; h < n_head_kv_; ++h) {
+    for (int64_t d = 0; d < head_dim_; ++d) keys[index(0, h, d, j)] = key[h * head_dim_ + d];
+    std::memcpy(values + index(1, h, 0, j), value + h * head_dim_, static_cast<size_t>(head_dim_) * 2);
   }
 }
 

@@ -103,6 +103,9 @@ class KvCache {
   // to the cache's type (f16: to nearest even, as core/util/half.h). pos must
   // lie inside seq's table.
   void store(int64_t layer, int seq, int64_t pos, const float* key, const float* value);
+  // store() into an f16 cache of values already rounded to f16 (the CPU
+  // rounds them with its vector instructions: cpu/attention.cpp).
+  void store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* key, const uint16_t* value);
   // Element i of the key and of the value at (layer, seq, pos), as stored (f16 or scale * int8).
   float key(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(0, layer, seq, pos, i); }
   float value(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(1, layer, seq, pos, i); }

@@ -39,8 +39,12 @@ double sum_squares_ref(const float* x, int64_t n) {
   return s;
 }
 
+void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
 }  // namespace
 
-const RowKernels rows_ref{swiglu_ref, quantize_ref, sum_squares_ref};
+const RowKernels rows_ref{swiglu_ref, quantize_ref, sum_squares_ref, to_f16_ref};
 
 }  // namespace basalt::cpu::kernels

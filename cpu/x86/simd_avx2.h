@@ -20,6 +20,9 @@ struct Simd {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V x) { _mm256_storeu_ps(p, x); }
   static V load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store_f16(uint16_t* p, V x) {  // rounded to nearest even
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
   static V load_i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }

@@ -83,6 +83,27 @@ TEST_P(RowKernelsIsa, SwigluMatchesReference) {
   }
 }
 
+// Bit for bit the reference's rounding: halfway cases (to even), values that
+// round into and out of f16's subnormals, overflow to infinity, signed zeros.
+TEST_P(RowKernelsIsa, ToF16IsBitExact) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x;
+  for (int e = -30; e <= 17; ++e)
+    for (float m : {1.0f, 1.0004883f, 1.0009766f, 1.0014648f, 1.5f, 1.9995117f, 1.9997559f})
+      for (float sign : {1.0f, -1.0f}) x.push_back(sign * std::ldexp(m, e));
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e30f, -1e30f, INFINITY, -INFINITY, 5.9604645e-8f,
+                  2.9802322e-8f, 2.9802326e-8f, 8.940697e-8f, 1e-40f})
+    x.push_back(v);
+  for (int i = 0; i < 1000; ++i) x.push_back(nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 25));
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> ref(static_cast<size_t>(n)), got(ref.size());
+    kernels::rows_ref.to_f16(x.data(), ref.data(), n);
+    row_kernels(GetParam()).to_f16(x.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], ref[i]) << isa_name(GetParam()) << " x " << x[i];
+  }
+}
+
 TEST_P(RowKernelsIsa, SumSquaresMatchesReference) {
   std::mt19937 rng(10);
   std::normal_distribution<float> nd(0, 3);
