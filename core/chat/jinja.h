@@ -26,6 +26,9 @@ struct RenderOptions {
   size_t max_items = 1u << 20;          // the length of any one list built (range(), list * n)
   size_t max_steps = 2'000'000;         // loop iterations and macro calls, all together
   int max_call_depth = 64;              // nested macro calls
+  // Statements and expressions being evaluated inside one another, macro
+  // calls included: bounds the renderer's use of the stack.
+  int max_nesting = 2000;
   std::optional<std::tm> now;           // the time strftime_now() formats; the local time when unset
 };
 

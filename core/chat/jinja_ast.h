@@ -45,6 +45,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;
   bool negated = false;
+  int depth = 1;  // 1 + the deepest child's: the parser bounds it (evaluating and freeing recurse this deep)
 };
 
 struct Stmt;

@@ -68,6 +68,19 @@ class Renderer {
                     " loop iterations and macro calls: the template looks like it runs away");
   }
 
+  // One level of the renderer's recursion, failing past max_nesting.
+  struct Nest {
+    Renderer& ev;
+    Nest(Renderer& e, size_t pos) : ev(e) {
+      if (++ev.nesting_ > ev.opt_.max_nesting) {
+        --ev.nesting_;
+        ev.fail(pos, "statements, expressions and macro calls nest more than " + std::to_string(ev.opt_.max_nesting) +
+                         " deep");
+      }
+    }
+    ~Nest() { --ev.nesting_; }
+  };
+
   // ---- statements
 
   Flow exec(const Body& body, Frame& f) {
@@ -79,6 +92,7 @@ class Renderer {
   }
 
   Flow exec_stmt(const Stmt& s, Frame& f) {
+    const Nest nest(*this, s.pos);
     switch (s.kind) {
       case Stmt::Kind::kText: emit(s.text, s.pos); return Flow::kNormal;
       case Stmt::Kind::kOutput: {
@@ -271,6 +285,7 @@ class Renderer {
   // ---- expressions
 
   Value eval(const Expr& e, Frame& f) {
+    const Nest nest(*this, e.pos);
     try {
       return eval_inner(e, f);
     } catch (const Fault&) {
@@ -411,6 +426,7 @@ class Renderer {
   Frame* root_ = nullptr;
   size_t steps_ = 0;
   int depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

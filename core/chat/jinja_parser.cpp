@@ -11,6 +11,10 @@ namespace basalt::jinja {
 namespace {
 
 constexpr int kMaxNesting = 200;  // expression and block nesting, to bound the parser's recursion
+// The depth of an expression's tree, whatever built it: chains parsed in a
+// loop (a + b + ..., a.b.c..., x | f | g ..., not not ...) make trees deeper
+// than their brackets, and evaluating and freeing a tree recurse through it.
+constexpr int kMaxExprDepth = 256;
 
 class Parser {
  public:
@@ -292,11 +296,22 @@ class Parser {
     e->pos = pos;
     return e;
   }
-  static ExprPtr binary(Expr::Kind kind, size_t pos, ExprPtr a, ExprPtr b, std::string op = "") {
+  // Appends child (may be null) to parent's children, or a keyword
+  // argument's value to its kwargs; fails where the tree gets too deep.
+  void adopt(Expr& parent, ExprPtr child, const std::string* keyword = nullptr) {
+    if (child && child->depth + 1 > parent.depth) {
+      parent.depth = child->depth + 1;
+      if (parent.depth > kMaxExprDepth)
+        fail(parent.pos, "the expression is nested too deeply (more than " + std::to_string(kMaxExprDepth) + " levels)");
+    }
+    if (keyword) parent.kwargs.emplace_back(*keyword, std::move(child));
+    else parent.children.push_back(std::move(child));
+  }
+  ExprPtr binary(Expr::Kind kind, size_t pos, ExprPtr a, ExprPtr b, std::string op = "") {
     ExprPtr e = node(kind, pos);
     e->name = std::move(op);
-    e->children.push_back(std::move(a));
-    e->children.push_back(std::move(b));
+    adopt(*e, std::move(a));
+    adopt(*e, std::move(b));
     return e;
   }
 
@@ -306,10 +321,10 @@ class Parser {
     ExprPtr first = parse_expression(with_condexpr);
     if (!is_op(",")) return first;
     ExprPtr t = node(Expr::Kind::kTuple, pos);
-    t->children.push_back(std::move(first));
+    adopt(*t, std::move(first));
     while (skip_op(",")) {
       if (cur().type == TokenType::kVarEnd || cur().type == TokenType::kBlockEnd || is_name("if")) break;
-      t->children.push_back(parse_expression(with_condexpr));
+      adopt(*t, parse_expression(with_condexpr));
     }
     return t;
   }
@@ -327,11 +342,16 @@ class Parser {
       size_t pos = cur().pos;
       next();
       ExprPtr test = parse_or();
-      ExprPtr otherwise = skip_name("else") ? parse_condexpr() : nullptr;
+      ExprPtr otherwise;
+      if (skip_name("else")) {
+        enter(pos);  // a chain of else-ifs recurses here
+        otherwise = parse_condexpr();
+        leave();
+      }
       ExprPtr c = node(Expr::Kind::kCond, pos);
-      c->children.push_back(std::move(test));
-      c->children.push_back(std::move(expr));
-      c->children.push_back(std::move(otherwise));
+      adopt(*c, std::move(test));
+      adopt(*c, std::move(expr));
+      adopt(*c, std::move(otherwise));
       expr = std::move(c);
     }
     return expr;
@@ -363,7 +383,7 @@ class Parser {
       next();
       enter(pos);
       ExprPtr e = node(Expr::Kind::kNot, pos);
-      e->children.push_back(parse_not());
+      adopt(*e, parse_not());
       leave();
       return e;
     }
@@ -393,10 +413,10 @@ class Parser {
       }
       if (!cmp) {
         cmp = node(Expr::Kind::kCompare, pos);
-        cmp->children.push_back(std::move(first));
+        adopt(*cmp, std::move(first));
       }
       cmp->ops.push_back(op);
-      cmp->children.push_back(parse_math1());
+      adopt(*cmp, parse_math1());
     }
     return cmp ? std::move(cmp) : std::move(first);
   }
@@ -451,7 +471,7 @@ class Parser {
       Expr::Kind kind = is_op("-") ? Expr::Kind::kNeg : Expr::Kind::kPos;
       next();
       e = node(kind, pos);
-      e->children.push_back(parse_unary(false));
+      adopt(*e, parse_unary(false));
     } else {
       e = parse_primary();
     }
@@ -505,8 +525,8 @@ class Parser {
           ExprPtr inner = parse_expression();
           if (is_op(",")) {
             ExprPtr tup = node(Expr::Kind::kTuple, pos);
-            tup->children.push_back(std::move(inner));
-            while (skip_op(",") && !is_op(")")) tup->children.push_back(parse_expression());
+            adopt(*tup, std::move(inner));
+            while (skip_op(",") && !is_op(")")) adopt(*tup, parse_expression());
             inner = std::move(tup);
           }
           expect_op(")");
@@ -516,7 +536,7 @@ class Parser {
           next();
           e = node(Expr::Kind::kList, pos);
           while (!is_op("]")) {
-            e->children.push_back(parse_expression());
+            adopt(*e, parse_expression());
             if (!skip_op(",")) break;
           }
           expect_op("]");
@@ -526,9 +546,9 @@ class Parser {
           next();
           e = node(Expr::Kind::kDict, pos);
           while (!is_op("}")) {
-            e->children.push_back(parse_expression());
+            adopt(*e, parse_expression());
             expect_op(":");
-            e->children.push_back(parse_expression());
+            adopt(*e, parse_expression());
             if (!skip_op(",")) break;
           }
           expect_op("}");
@@ -552,7 +572,7 @@ class Parser {
         } else {
           ExprPtr a = node(Expr::Kind::kAttr, pos);
           a->name = expect_name("an attribute name after '.'");
-          a->children.push_back(std::move(e));
+          adopt(*a, std::move(e));
           e = std::move(a);
         }
       } else if (skip_op("[")) {
@@ -583,8 +603,8 @@ class Parser {
       return binary(Expr::Kind::kItem, pos, std::move(obj), std::move(parts[0]));
     }
     ExprPtr s = node(Expr::Kind::kSlice, pos);
-    s->children.push_back(std::move(obj));
-    for (auto& p : parts) s->children.push_back(std::move(p));
+    adopt(*s, std::move(obj));
+    for (auto& p : parts) adopt(*s, std::move(p));
     return s;
   }
 
@@ -597,10 +617,10 @@ class Parser {
         std::string key = cur().text;
         next();
         next();
-        e.kwargs.emplace_back(key, parse_expression());
+        adopt(e, parse_expression(), &key);
       } else {
         if (!e.kwargs.empty()) fail(cur().pos, "a positional argument after a keyword argument");
-        e.children.push_back(parse_expression());
+        adopt(e, parse_expression());
       }
       if (!skip_op(",")) break;
     }
@@ -609,7 +629,7 @@ class Parser {
 
   ExprPtr parse_call(ExprPtr callee) {
     ExprPtr c = node(Expr::Kind::kCall, cur().pos);
-    c->children.push_back(std::move(callee));
+    adopt(*c, std::move(callee));
     parse_args(*c);
     return c;
   }
@@ -627,7 +647,7 @@ class Parser {
   ExprPtr parse_filter(ExprPtr input) {
     ExprPtr f = node(Expr::Kind::kFilter, cur().pos);
     f->name = parse_dotted_name("a filter name");
-    f->children.push_back(std::move(input));
+    adopt(*f, std::move(input));
     if (is_op("(")) parse_args(*f);
     return f;
   }
@@ -651,7 +671,7 @@ class Parser {
     next();  // is
     t->negated = skip_name("not");
     t->name = parse_dotted_name("a test name after 'is'");
-    t->children.push_back(std::move(input));
+    adopt(*t, std::move(input));
     const Token& c = cur();
     if (is_op("(")) {
       parse_args(*t);
@@ -660,7 +680,7 @@ class Parser {
                c.type == TokenType::kString || c.type == TokenType::kInt || c.type == TokenType::kFloat ||
                (c.type == TokenType::kOp && (c.text == "[" || c.text == "{"))) {
       if (is_name("is")) fail(c.pos, "tests cannot be chained with 'is'");
-      t->children.push_back(parse_postfix(parse_primary()));
+      adopt(*t, parse_postfix(parse_primary()));
     }
     return t;
   }

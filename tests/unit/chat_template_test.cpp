@@ -225,6 +225,40 @@ TEST(ChatTemplateLimits, DeepNestingIsAnError) {
   EXPECT_NE(render_error(nots + "x }}").find("too deeply"), std::string::npos);
 }
 
+// Chains the parser builds in a loop make trees as deep as they are long;
+// each kind, 100000 links long, is an error, not a stack overflow (in the
+// parser, the renderer or the tree's destructor).
+TEST(ChatTemplateLimits, LongChainsOfEveryKindAreErrors) {
+  auto chain = [](const std::string& first, const std::string& link, const std::string& last = "") {
+    std::string t = "{{ " + first;
+    for (int i = 0; i < 100000; ++i) t += link;
+    return t + last + " }}";
+  };
+  const std::string closes(100000, ']'), braces(100000, '}');
+  const std::vector<std::string> templates = {
+      chain("1", " + 1"),  chain("1", " - 1"),    chain("1", " * 1"),       chain("1", " ** 1"),
+      chain("'a'", " ~ 'a'"), chain("x", " or x"), chain("x", " and x"),    chain("x", ".a"),
+      chain("x", "[0]"),   chain("x", "[0:1]"),   chain("x", "()"),         chain("x", " | trim"),
+      chain("1", " if 1 else 1"), chain("1", " if 1"), chain("", "-", "1"), chain("", "[", "1" + closes),
+      chain("", "{'a': ", "1" + braces),
+  };
+  for (const std::string& t : templates) {
+    const std::string msg = render_error(t);
+    EXPECT_NE(msg.find("too deeply"), std::string::npos) << t.substr(0, 40) << ": " << msg;
+  }
+  // A comparison chain is one flat node, and tests do not chain: no depth to bound.
+  EXPECT_EQ(render_error(chain("1", " == 1")), "(no error)");
+  EXPECT_NE(render_error(chain("x", " is defined")).find("cannot be chained"), std::string::npos);
+  // Bounded trees inside bounded blocks inside macros: the renderer's own nesting budget.
+  std::string body = "{{ f(n + 1)";  // the call at the bottom of a tree 201 deep: 200 left-nested additions
+  for (int i = 0; i < 200; ++i) body += " + n";
+  body += " }}";
+  jinja::RenderOptions o;
+  o.max_call_depth = 1000;  // 64 calls x 200 levels would pass the default nesting budget too; 1000 must not be reached
+  const std::string msg = render_error("{% macro f(n) %}" + body + "{% endmacro %}{{ f(0) }}", o);
+  EXPECT_NE(msg.find("nest more than"), std::string::npos) << msg;
+}
+
 TEST(ChatTemplateLimits, DeepValuesAndCyclesAreErrors) {
   std::string msg = render_error(
       "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}");
