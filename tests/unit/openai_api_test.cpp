@@ -55,6 +55,7 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
   const Case cases[] = {
       {"{oops", false, 400, ""},
       {"[]", false, 400, ""},
+      {R"({"prompt": "x", "top_k": 5E5555})", false, 400, ""},  // a number past double (found by fuzz_openai_request)
       {R"({"prompt": "x\u0000"})", false, 200, ""},  // a NUL is text like any other
       {R"({"prompt": ""})", false, 400, "prompt"},
       {R"({"prompt": 5})", false, 400, "prompt"},

@@ -58,7 +58,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw bad(std::string("the body is not valid JSON: ") + e.what(), "");
   }
   if (!j.is_object()) throw bad("the body must be a JSON object", "");
