@@ -140,6 +140,14 @@ bool gguf_type_loadable(GgmlType t) {
   return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16 || qa_target(t).bits != 0;
 }
 
+size_t converted_bytes(const GgufTensorInfo& t) {
+  if (t.dims.size() < 2 || t.dims.size() > 3 || !gguf_type_loadable(t.type) || t.dims[0] % kQaBlock != 0) return 0;
+  if (t.type == GgmlType::f32 || t.type == GgmlType::f16 || t.type == GgmlType::bf16) return 0;
+  const QaTarget target = qa_target(t.type);
+  const int64_t mats = t.dims.size() == 3 ? t.dims[2] : 1, tiles = (t.dims[1] + 15) / 16;
+  return qa_layout(target.bits, target.scales).tile_bytes(t.dims[0]) * static_cast<size_t>(tiles * mats);
+}
+
 Weight weight_from_gguf(const GgufTensorInfo& t) {
   if (t.dims.size() < 2 || t.dims.size() > 3)
     throw Error("tensor " + t.name + ": expected a 2-D or 3-D weight, found " + std::to_string(t.dims.size()) + "-D");

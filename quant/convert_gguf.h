@@ -13,6 +13,10 @@ namespace basalt {
 // stacked. Dense types are borrowed from the mapping; quantized types are
 // converted losslessly. An unsupported type is an Error naming it.
 Weight weight_from_gguf(const GgufTensorInfo& t);
+// The bytes weight_from_gguf(t) allocates: its tiles for a quantized type
+// (rows padded to whole tiles per matrix), 0 for a dense one (borrowed) or
+// a tensor it would refuse. Lets a loader check memory before allocating.
+size_t converted_bytes(const GgufTensorInfo& t);
 // Any loadable tensor as floats (norm weights, biases).
 std::vector<float> floats_from_gguf(const GgufTensorInfo& t);
 bool gguf_type_loadable(GgmlType t);

@@ -6,6 +6,7 @@
 #include "core/model/model.h"
 #include "core/models/arch.h"
 #include "core/tokenizer/tokenizer_gguf.h"
+#include "core/util/memory.h"
 #include "quant/convert_gguf.h"
 
 namespace basalt {
@@ -45,10 +46,17 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   s.n_vocab = m->tokenizer_->n_vocab();
   m->chat_template_ = file.get_string("tokenizer.chat_template").value_or("");
   m->source_ = path + " (GGUF v" + std::to_string(file.version()) + ")";
+  size_t to_allocate = 0;
   for (const GgufTensorInfo& t : file.tensors()) {
     m->n_params_ += t.n_elements();
     m->file_types_[ggml_type_name(t.type)]++;
+    to_allocate += converted_bytes(t);
   }
+  // A file that parses can still ask for more than the machine has: a clear
+  // error now rather than the kernel's OOM killer halfway through converting.
+  if (const int64_t avail = available_memory_bytes(); avail > 0 && to_allocate > static_cast<size_t>(avail))
+    throw Error(path + ": its weights need " + std::to_string(to_allocate >> 20) + " MiB once converted, and only " +
+                std::to_string(avail >> 20) + " MiB of memory is available");
 
   // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
   const TensorNames& n = find_arch(s.arch)->gguf;

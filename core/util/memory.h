@@ -7,6 +7,8 @@
 namespace basalt {
 
 int64_t resident_memory_bytes();   // this process's resident set
-int64_t available_memory_bytes();  // MemAvailable: what can be allocated without swapping
+// MemAvailable: what can be allocated without swapping; BASALT_MEMORY_AVAILABLE
+// (bytes) overrides it (a container whose /proc shows the host's, the tests).
+int64_t available_memory_bytes();
 
 }  // namespace basalt

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -46,6 +47,21 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
     worst = std::max(worst, d), scale = std::max(scale, std::fabs(double(b[i])));
   }
   return worst / scale;
+}
+
+// A model whose converted weights need more memory than the machine has is
+// refused before anything is allocated, with the sizes in the message.
+TEST_F(SessionTest, LoadRefusesAModelTheMemoryCannotHold) {
+  ASSERT_EQ(setenv("BASALT_MEMORY_AVAILABLE", "4096", 1), 0);
+  std::string msg;
+  try {
+    (void)Model::load(path_);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  unsetenv("BASALT_MEMORY_AVAILABLE");
+  EXPECT_NE(msg.find("once converted, and only 0 MiB of memory is available"), std::string::npos) << msg;
+  EXPECT_NO_THROW((void)Model::load(path_));
 }
 
 TEST_F(SessionTest, ChunkedPrefillEqualsOneBatch) {
