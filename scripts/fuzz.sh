@@ -27,7 +27,7 @@ cmake --build "$build" --target fuzzers -j "${JOBS:-2}"
 # ---- seeds (made once)
 seeds=$work/seeds
 if [ ! -d "$seeds" ]; then
-  mkdir -p "$seeds"/{gguf,safetensors,hf_config,jinja,tokenizer,openai_request}
+  mkdir -p "$seeds"/{gguf,safetensors,hf_config,jinja,tokenizer,tokenizer_json,openai_request}
   gen=$seeds/generated
   mkdir -p "$gen"
   "$py" "$root/tests/python/make_model.py" "$gen/llama_q4_0.gguf" --vocab tiny --type q4_0 >/dev/null
@@ -39,6 +39,7 @@ if [ ! -d "$seeds" ]; then
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/llama_f16.gguf" "$gen/hf" >/dev/null
   cp "$gen/hf/model.safetensors" "$seeds/safetensors/"
   cp "$gen/hf/config.json" "$seeds/hf_config/"
+  cp "$gen/hf/tokenizer.json" "$seeds/tokenizer_json/"
   for f in "$gen"/hf/*config*.json; do cp "$f" "$seeds/hf_config/"; done
   cp "$root"/tests/data/chat/templates/* "$seeds/jinja/"
   printf '\0Hello, world! <|im_start|>user\n\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80  \t\n' >"$seeds/tokenizer/text"
