@@ -6,7 +6,8 @@
 # build-fuzz/work), so runs add up; crashes land in $FUZZ_DIR/crashes/TARGET.
 #
 #   scripts/fuzz.sh [SECONDS]        ONLY=REGEX picks targets; JOBS=N builds with N jobs;
-#                                    FUZZ_SEED=N repeats a run (CI's smoke run: scripts/test.sh)
+#                                    FUZZ_SEED=N and FUZZ_RUNS=N (inputs per target, SECONDS
+#                                    still the cap) repeat a run exactly (CI's: scripts/test.sh)
 #
 # Seeds come from the project's own generators (tests/python: synthetic GGUF
 # models and HF folders), its chat templates (tests/data/chat/templates) and
@@ -67,6 +68,7 @@ for bin in "$build"/bin/fuzz_*; do
   opts=()
   [ -f "$root/tests/fuzz/$name.dict" ] && opts+=(-dict="$root/tests/fuzz/$name.dict")
   [ -n "${FUZZ_SEED:-}" ] && opts+=(-seed="$FUZZ_SEED")
+  [ -n "${FUZZ_RUNS:-}" ] && opts+=(-runs="$FUZZ_RUNS")
   regressions=()  # inputs that once crashed a target (tests/data/fuzz): replayed first by every run
   [ -d "$root/tests/data/fuzz/$name" ] && regressions=("$root/tests/data/fuzz/$name")
   BASALT_FUZZ_GGUF=$tok_gguf "$bin" "$corpus" "$seeds/$name" "${regressions[@]}" "${opts[@]}" -max_total_time="$secs" -max_len=65536 \

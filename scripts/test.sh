@@ -15,8 +15,9 @@ export BASALT_REQUIRE_ISA
 echo "test.sh: kernel sets required: ${BASALT_REQUIRE_ISA} ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs))"
 # The Vulkan tests run on Mesa's lavapipe (installed above): a missing device is a failure here, not a skip.
 BASALT_REQUIRE_GPU=1 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
-# Every fuzzer (clang, ASan + UBSan) for a short while on the full run: a crash fails it.
-# FUZZ_SECONDS=0 skips this; docs/FUZZING.md has the long runs.
-if [ $# -eq 0 ] && [ "${FUZZ_SECONDS:-20}" -gt 0 ]; then
-  FUZZ_SEED=1 ./scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+# Every fuzzer (clang, ASan + UBSan) on the full run, the same inputs every time (a
+# fixed seed and count, whatever the machine's speed; 60 s at most each): a crash
+# fails it. FUZZ_SECONDS=0 skips this; docs/FUZZING.md has the long runs.
+if [ $# -eq 0 ] && [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
+  FUZZ_SEED=1 FUZZ_RUNS="${FUZZ_RUNS:-10000}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 fi
