@@ -39,9 +39,8 @@ if [ ! -d "$seeds" ]; then
   cp "$gen"/*.gguf "$seeds/gguf/"
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/llama_f16.gguf" "$gen/hf" >/dev/null
   cp "$gen/hf/model.safetensors" "$seeds/safetensors/"
-  cp "$gen/hf/config.json" "$seeds/hf_config/"
   cp "$gen/hf/tokenizer.json" "$seeds/tokenizer_json/"
-  for f in "$gen"/hf/*config*.json; do cp "$f" "$seeds/hf_config/"; done
+  cp "$gen"/hf/*config*.json "$seeds/hf_config/"  # config.json, generation_ and tokenizer_config.json
   cp "$root"/tests/data/chat/templates/* "$seeds/jinja/"
   printf '\0Hello, world! <|im_start|>user\n\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80  \t\n' >"$seeds/tokenizer/text"
   printf '\x20Hello, world!\r\n123 4567 don'"'"'t' >"$seeds/tokenizer/plain"

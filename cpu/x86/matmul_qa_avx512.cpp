@@ -19,11 +19,6 @@
 #include "cpu/x86/qa_unpack_avx512.h"
 #include "quant/qa_layout.h"
 
-// GCC 12 warns that the _mm512_undefined_epi32() inside its own shift
-// intrinsics may be used uninitialized, once they are inlined here: a false
-// positive of the compiler's headers, not of this file.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace basalt::kernels {
 
 namespace {
@@ -42,7 +37,7 @@ constexpr int kPrefetchBytes = 2048;
 // A register block's first pass over its tiles reads ahead this far, into the
 // tiles that follow (the next units'): compute-bound, it has time to. Later
 // passes find the tiles in cache and ask for nothing. 12 KB measured best
-// of 2, 6 and 12 at 16 and 64 tokens (docs/PERFORMANCE.md 3.1).
+// of 2, 6 and 12 at 16 and 64 tokens (docs/PERFORMANCE.md 3.1a).
 constexpr int kBlockedPrefetchBytes = 12288;
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
@@ -131,44 +126,17 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
     for (int i = 0; i < NT; ++i) out[u][i] = acc[u][i];
 }
 
-// Chunk C of a block's quants unpacked for one tile: lo pairs with x[4C..4C+3],
-// hi with x[16+4C..] (quant/qa_layout.h). The high bits of 5 and 6 bit codes
-// are loaded again for each chunk: a load is cheaper than a register here.
-template <int Bits, int C>
-inline void unpack_chunk(const uint8_t* qt, __m512i& lo, __m512i& hi) {
-  if constexpr (Bits == 8) {
-    lo = _mm512_load_si512(qt + 64 * C);
-    hi = _mm512_load_si512(qt + 64 * (C + 4));
-  } else {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i v = _mm512_load_si512(qt + 64 * C);
-    lo = _mm512_and_si512(v, m4);
-    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if constexpr (Bits == 5) {
-      const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
-      lo = merge(lo, shift<4 - C>(h), b4);
-      hi = merge(hi, shift<-C>(h), b4);
-    }
-    if constexpr (Bits == 6) {
-      const __m512i b45 = _mm512_set1_epi8(0x30);
-      lo = merge(lo, shift<4 - 2 * C>(_mm512_load_si512(qt + 256)), b45);
-      hi = merge(hi, shift<4 - 2 * C>(_mm512_load_si512(qt + 320)), b45);
-    }
-  }
-}
-
 // NTILE tiles x NT tokens as one register block: per block of 32 columns,
 // int32 sums for every (tile, token), then one scale FMA each. Compute-bound,
 // so unlike tiles_x_tokens it does not need distant tiles for read streams.
 template <int Bits, QaScales S, int NT, int NTILE>
-void tiles_x_tokens_blocked(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq,
-                            int64_t t0, bool prefetch, __m512 out[NTILE][NT]) {
+void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
+                            bool prefetch, __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
-  constexpr QaLayout kL = qa_layout(Bits, S);  // == L, as constants
+  constexpr QaLayout kL = qa_layout(Bits, S);  // the layout's offsets as constants
   constexpr int G = kL.blocks_per_group;
   constexpr int kLinesPerBlock = static_cast<int>((kL.group_bytes() / 64 + G - 1) / G);
-  (void)L;
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
   const int32_t* xs0 = xq.sum16_row(t0);
@@ -271,7 +239,7 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
     auto run = [&]<int NT>() {
       __m512 o[NTILE][NT];
       if constexpr (kMax <= kPairTokens) tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
-      else tiles_x_tokens_blocked<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, pass == 0, o);
+      else tiles_x_tokens_blocked<Bits, S, NT, NTILE>(tiles, nb, *a.xq, t0, pass == 0, o);
       for (int u = 0; u < NTILE; ++u)
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
     };

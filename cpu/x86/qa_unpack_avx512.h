@@ -7,6 +7,12 @@
 
 #include <immintrin.h>
 
+// GCC 12 warns that the _mm512_undefined_*() inside its own intrinsics may be
+// used uninitialized once they are inlined into a kernel
+// (https://gcc.gnu.org/bugzilla/show_bug.cgi?id=105593): off for the rest of
+// each kernel file that includes this.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <cstdint>
 #include <cstring>
 
@@ -37,47 +43,41 @@ inline __m512i shift(__m512i v) {
 // a | (b & mask) in one instruction (vpternlogd: 0xF0 | (0xCC & 0xAA) = 0xF8).
 inline __m512i merge(__m512i a, __m512i b, __m512i mask) { return _mm512_ternarylogic_epi32(a, b, mask, 0xF8); }
 
+// Chunk C of a block's quants unpacked: lo pairs with x[4C..4C+3], hi with
+// x[16+4C..] (quant/qa_layout.h). The high bits of 5 and 6 bit codes are
+// loaded for each chunk: a load is cheaper than a register in the register
+// block of matmul_qa_avx512.cpp, and the same load when unpack() below does
+// all four chunks.
+template <int Bits, int C>
+inline void unpack_chunk(const uint8_t* qt, __m512i& lo, __m512i& hi) {
+  if constexpr (Bits == 8) {
+    lo = _mm512_load_si512(qt + 64 * C);
+    hi = _mm512_load_si512(qt + 64 * (C + 4));
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_load_si512(qt + 64 * C);
+    lo = _mm512_and_si512(v, m4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if constexpr (Bits == 5) {  // bit C of byte k -> bit 4 (low half); bit 4+C -> bit 4 (high half)
+      const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
+      lo = merge(lo, shift<4 - C>(h), b4);
+      hi = merge(hi, shift<-C>(h), b4);
+    }
+    if constexpr (Bits == 6) {  // bits 2C, 2C+1 of byte k -> bits 4, 5; low half in chunk 4, high half in chunk 5
+      const __m512i b45 = _mm512_set1_epi8(0x30);
+      lo = merge(lo, shift<4 - 2 * C>(_mm512_load_si512(qt + 256)), b45);
+      hi = merge(hi, shift<4 - 2 * C>(_mm512_load_si512(qt + 320)), b45);
+    }
+  }
+}
+
 // The 8 u8 vectors of one block: lo[c] pairs with x[4c..4c+3], hi[c] with x[16+4c..].
 template <int Bits>
 inline void unpack(const uint8_t* qt, __m512i lo[4], __m512i hi[4]) {
-  if constexpr (Bits == 8) {
-    for (int c = 0; c < 4; ++c) {
-      lo[c] = _mm512_load_si512(qt + 64 * c);
-      hi[c] = _mm512_load_si512(qt + 64 * (c + 4));
-    }
-    return;
-  } else {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_load_si512(qt + 64 * c);
-      lo[c] = _mm512_and_si512(v, m4);
-      hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    if constexpr (Bits == 5) {
-      const __m512i h = _mm512_load_si512(qt + 256), b4 = _mm512_set1_epi8(0x10);
-      // bit c of byte k -> bit 4 (low half); bit 4+c -> bit 4 (high half)
-      lo[0] = merge(lo[0], shift<4>(h), b4);
-      lo[1] = merge(lo[1], shift<3>(h), b4);
-      lo[2] = merge(lo[2], shift<2>(h), b4);
-      lo[3] = merge(lo[3], shift<1>(h), b4);
-      hi[0] = merge(hi[0], h, b4);
-      hi[1] = merge(hi[1], shift<-1>(h), b4);
-      hi[2] = merge(hi[2], shift<-2>(h), b4);
-      hi[3] = merge(hi[3], shift<-3>(h), b4);
-    }
-    if constexpr (Bits == 6) {
-      // bits 2c, 2c+1 of byte k -> bits 4, 5; low half in chunk 4, high half in chunk 5
-      const __m512i b45 = _mm512_set1_epi8(0x30);
-      for (int half = 0; half < 2; ++half) {
-        __m512i* v = half ? hi : lo;
-        const __m512i h = _mm512_load_si512(qt + 256 + 64 * half);
-        v[0] = merge(v[0], shift<4>(h), b45);
-        v[1] = merge(v[1], shift<2>(h), b45);
-        v[2] = merge(v[2], h, b45);
-        v[3] = merge(v[3], shift<-2>(h), b45);
-      }
-    }
-  }
+  unpack_chunk<Bits, 0>(qt, lo[0], hi[0]);
+  unpack_chunk<Bits, 1>(qt, lo[1], hi[1]);
+  unpack_chunk<Bits, 2>(qt, lo[2], hi[2]);
+  unpack_chunk<Bits, 3>(qt, lo[3], hi[3]);
 }
 
 }  // namespace
