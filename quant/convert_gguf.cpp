@@ -144,8 +144,7 @@ size_t converted_bytes(const GgufTensorInfo& t) {
   if (t.dims.size() < 2 || t.dims.size() > 3 || !gguf_type_loadable(t.type) || t.dims[0] % kQaBlock != 0) return 0;
   if (t.type == GgmlType::f32 || t.type == GgmlType::f16 || t.type == GgmlType::bf16) return 0;
   const QaTarget target = qa_target(t.type);
-  const int64_t mats = t.dims.size() == 3 ? t.dims[2] : 1, tiles = (t.dims[1] + 15) / 16;
-  return qa_layout(target.bits, target.scales).tile_bytes(t.dims[0]) * static_cast<size_t>(tiles * mats);
+  return qa_weight_bytes(target.bits, target.scales, t.dims[1], t.dims[0], t.dims.size() == 3 ? t.dims[2] : 1);
 }
 
 Weight weight_from_gguf(const GgufTensorInfo& t) {

@@ -204,6 +204,11 @@ void qa_tile_block(const QaLayout& L, const uint8_t* tile, int lane, int64_t b, 
   }
 }
 
+size_t qa_weight_bytes(int bits, QaScales enc, int64_t mat_rows, int64_t cols, int64_t mats) {
+  const int64_t tiles = (mat_rows + kTileRows - 1) / kTileRows;
+  return qa_layout(bits, enc).tile_bytes(cols) * static_cast<size_t>(tiles * mats);
+}
+
 Weight qa_weight_from_rows(std::string name, int bits, QaScales enc, int64_t rows, int64_t cols,
                            const uint8_t* rowmajor, int64_t mat_rows) {
   Weight w;

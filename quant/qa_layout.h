@@ -85,6 +85,11 @@ void qa_pack_tile(const QaLayout& L, const uint8_t* const* rows, int n, int64_t 
 Weight qa_weight_from_rows(std::string name, int bits, QaScales enc, int64_t rows, int64_t cols,
                            const uint8_t* rowmajor, int64_t mat_rows = 0);
 
+// The bytes qa_weight_from_rows allocates for `mats` stacked matrices of
+// mat_rows x cols (whole tiles per matrix): what a loader checks against the
+// memory available before converting.
+size_t qa_weight_bytes(int bits, QaScales enc, int64_t mat_rows, int64_t cols, int64_t mats = 1);
+
 // Bytes of one row in the row-major form, and its block accessors.
 size_t qa_rowmajor_bytes(int bits, QaScales enc, int64_t cols);
 void qa_unpack_block(int bits, const uint8_t* block, int8_t* q);

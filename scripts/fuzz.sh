@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets (tests/fuzz/, clang with ASan + UBSan) and runs
-# each for SECONDS (default 60), then prints executions, coverage, corpus size
-# and crashes per target. Corpora persist in $FUZZ_DIR/corpus/TARGET (default
+# each for SECONDS (default 60), then prints executions, coverage, corpus size,
+# crashes, and the slowest corpus input and most time per KB (fuzz_slowest.py)
+# per target. Corpora persist in $FUZZ_DIR/corpus/TARGET (default
 # build-fuzz/work), so runs add up; crashes land in $FUZZ_DIR/crashes/TARGET.
 #
 #   scripts/fuzz.sh [SECONDS]        ONLY=REGEX picks targets; JOBS=N builds with N jobs;
@@ -25,41 +26,71 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Re
   -DBASALT_BUILD_TESTS=OFF -DBASALT_BUILD_BENCH=OFF -DBASALT_VULKAN=OFF -DBASALT_ONEDNN=OFF >/dev/null
 cmake --build "$build" --target fuzzers -j "${JOBS:-2}"
 
-# ---- seeds (made once)
-seeds=$work/seeds
-if [ ! -d "$seeds" ]; then
-  mkdir -p "$seeds"/{gguf,safetensors,hf_config,jinja,tokenizer,tokenizer_json,openai_request}
-  gen=$seeds/generated
+# ---- seeds (each target's made once, when its folder is missing)
+seeds=$work/seeds gen=$work/seeds/generated
+if [ ! -f "$gen/done" ]; then
   mkdir -p "$gen"
-  "$py" "$root/tests/python/make_model.py" "$gen/llama_q4_0.gguf" --vocab tiny --type q4_0 >/dev/null
-  "$py" "$root/tests/python/make_model.py" "$gen/llama_f16.gguf" --vocab tiny --type f16 --tied >/dev/null
-  "$py" "$root/tests/python/make_model.py" "$gen/qwen2_q8_0.gguf" --arch qwen2 --vocab tiny --type q8_0 >/dev/null
-  "$py" "$root/tests/python/make_model.py" "$gen/moe_q4_k.gguf" --vocab tiny --type q4_k --n-embd 256 --n-ff 512 \
-    --experts 4 >/dev/null
-  cp "$gen"/*.gguf "$seeds/gguf/"
+  mm() { "$py" "$root/tests/python/make_model.py" "$@" >/dev/null; }
+  mm "$gen/llama_q4_0.gguf" --vocab tiny --type q4_0
+  mm "$gen/llama_f16.gguf" --vocab tiny --type f16 --tied
+  mm "$gen/qwen2_q8_0.gguf" --arch qwen2 --vocab tiny --type q8_0
+  mm "$gen/moe_q4_k.gguf" --vocab tiny --type q4_k --n-embd 256 --n-ff 512 --experts 4
+  # whole models under the 64 KB input limit, so that mutations reach Model::load
+  small=(--vocab tiny --n-embd 32 --n-layer 1 --n-ff 64 --n-head 2 --n-head-kv 1)
+  mm "$gen/small_q4_0.gguf" "${small[@]}" --type q4_0
+  mm "$gen/small_f16.gguf" "${small[@]}" --type f16 --tied
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/llama_f16.gguf" "$gen/hf" >/dev/null
-  cp "$gen/hf/model.safetensors" "$seeds/safetensors/"
-  cp "$gen/hf/tokenizer.json" "$seeds/tokenizer_json/"
-  cp "$gen"/hf/*config*.json "$seeds/hf_config/"  # config.json, generation_ and tokenizer_config.json
-  cp "$root"/tests/data/chat/templates/* "$seeds/jinja/"
-  printf '\0Hello, world! <|im_start|>user\n\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80  \t\n' >"$seeds/tokenizer/text"
-  printf '\x20Hello, world!\r\n123 4567 don'"'"'t' >"$seeds/tokenizer/plain"
-  head -c 2000 "$root/README.md" | sed '1s/^/\x10/' >"$seeds/tokenizer/readme"
-  printf '\x01{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3}' \
-    >"$seeds/openai_request/chat"
-  printf '\x00{"prompt":"Once upon","max_tokens":16,"top_k":40,"min_p":0.05,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"n":1}' \
-    >"$seeds/openai_request/completion"
+  "$py" "$root/tests/python/make_hf_folder.py" "$gen/small_f16.gguf" "$gen/hf_small" >/dev/null
+  "$py" "$root/tests/python/make_hf_folder.py" "$gen/small_f16.gguf" "$gen/hf_shards" --shards 2 >/dev/null
+  "$py" "$root/tests/python/make_gptq.py" "$gen/hf_small" "$gen/gptq_act_asym" --group-size 32 --act-order --asym >/dev/null
+  "$py" "$root/tests/python/make_gptq.py" "$gen/hf_small" "$gen/gptq8_qc" --bits 8 --group-size -1 \
+    --config-in quantize_config --format gptq_v2 >/dev/null
+  touch "$gen/done"
 fi
+seed() {  # seed TARGET: make TARGET's seed folder unless it exists
+  local d=$seeds/$1
+  [ -d "$d" ] && return
+  mkdir -p "$d"
+  case $1 in
+    gguf) cp "$gen"/*.gguf "$d/" ;;
+    safetensors) cp "$gen/hf/model.safetensors" "$gen/hf_shards/"*.safetensors "$gen/gptq_act_asym/model.safetensors" "$d/" ;;
+    hf_config) cp "$gen"/hf/*config*.json "$d/"  # config.json, generation_ and tokenizer_config.json
+      cp "$gen/gptq_act_asym/config.json" "$d/gptq_config.json"; cp "$gen/gptq8_qc/quantize_config.json" "$d/" ;;
+    hf_folder)  # each folder packed as the target reads it: "\n#FILE name\n" + bytes per file
+      for f in hf_small hf_shards gptq_act_asym gptq8_qc; do
+        "$py" -c 'import sys, pathlib
+out = sys.stdout.buffer
+for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
+    out.write(b"\n#FILE " + p.name.encode() + b"\n" + p.read_bytes())' "$gen/$f" >"$d/$f"
+      done ;;
+    gptq)  # flags, n_in, n_out, group size + fault; then tensor bytes
+      "$py" -c 'import sys; sys.stdout.buffer.write(bytes([0, 3, 2, 1]) + bytes(range(256)) * 8)' >"$d/g32"
+      "$py" -c 'import sys; sys.stdout.buffer.write(bytes([9, 1, 5, 0]) + bytes(4096))' >"$d/g_idx_zero" ;;
+    jinja) cp "$root"/tests/data/chat/templates/* "$d/" ;;
+    tokenizer)
+      printf '\0Hello, world! <|im_start|>user\n\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80  \t\n' >"$d/text"
+      printf '\x20Hello, world!\r\n123 4567 don'"'"'t' >"$d/plain"
+      head -c 2000 "$root/README.md" | sed '1s/^/\x10/' >"$d/readme" ;;
+    tokenizer_json) cp "$gen/hf/tokenizer.json" "$d/" ;;
+    openai_request)
+      printf '\x01{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3}' \
+        >"$d/chat"
+      printf '\x00{"prompt":"Once upon","max_tokens":16,"top_k":40,"min_p":0.05,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"n":1}' \
+        >"$d/completion" ;;
+    *) echo "fuzz.sh: no seeds for $1" >&2 ;;
+  esac
+}
 tok_gguf=$seeds/generated/llama_q4_0.gguf
 default_gguf=$("$py" "$root/scripts/default_model.py" 2>/dev/null || true)
 [ -n "$default_gguf" ] && [ -f "$default_gguf" ] && tok_gguf=$tok_gguf:$default_gguf
 
 # ---- runs
-printf '%-16s %12s %8s %8s %8s %s\n' target executions cov features corpus crashes
+printf '%-16s %12s %8s %8s %8s %8s %12s %8s\n' target executions cov features corpus crashes 'slowest ms' 'ms/KB'
 status=0
 for bin in "$build"/bin/fuzz_*; do
   name=$(basename "$bin"); name=${name#fuzz_}
   [[ -n "${ONLY:-}" && ! "$name" =~ $ONLY ]] && continue
+  seed "$name"
   corpus=$work/corpus/$name crashes=$work/crashes/$name log=$work/logs/$name.log
   mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
   started=$work/logs/$name.started
@@ -70,13 +101,17 @@ for bin in "$build"/bin/fuzz_*; do
   [ -n "${FUZZ_RUNS:-}" ] && opts+=(-runs="$FUZZ_RUNS")
   regressions=()  # inputs that once crashed a target (tests/data/fuzz): replayed first by every run
   [ -d "$root/tests/data/fuzz/$name" ] && regressions=("$root/tests/data/fuzz/$name")
-  BASALT_FUZZ_GGUF=$tok_gguf "$bin" "$corpus" "$seeds/$name" "${regressions[@]}" "${opts[@]}" -max_total_time="$secs" -max_len=65536 \
+  max_len=65536
+  [ "$name" = hf_folder ] && max_len=131072  # a whole (small) model folder
+  BASALT_FUZZ_GGUF=$tok_gguf "$bin" "$corpus" "$seeds/$name" "${regressions[@]}" "${opts[@]}" -max_total_time="$secs" -max_len=$max_len \
     -rss_limit_mb=4096 -timeout=10 -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || status=1
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
   n_corpus=$(find "$corpus" -type f | wc -l)
   n_crash=$(find "$crashes" -type f -newer "$started" | wc -l)  # this run's
-  printf '%-16s %12s %8s %8s %8s %s\n' "$name" "$execs" "$(echo "$cov" | awk '{print $2}')" "$(echo "$cov" | awk '{print $4}')" \
-    "$n_corpus" "$n_crash"
+  # every corpus input timed once: the slowest, and the most time per byte (super-linear paths)
+  read -r slow_ms slow_size ms_per_kb < <(BASALT_FUZZ_GGUF=$tok_gguf "$py" "$root/scripts/fuzz_slowest.py" "$bin" "$corpus")
+  printf '%-16s %12s %8s %8s %8s %8s %12s %8s\n' "$name" "$execs" "$(echo "$cov" | awk '{print $2}')" \
+    "$(echo "$cov" | awk '{print $4}')" "$n_corpus" "$n_crash" "$slow_ms ($slow_size B)" "$ms_per_kb"
 done
 exit $status

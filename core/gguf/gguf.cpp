@@ -35,6 +35,13 @@ class Cursor {
     return v;
   }
 
+  // n more metadata values (kMaxMetadataValues in all), counted before they are allocated.
+  void count_values(uint64_t n, const std::string& key) {
+    if (n > GgufFile::kMaxMetadataValues - values_)
+      fail("key " + key + ": more than " + std::to_string(GgufFile::kMaxMetadataValues) + " metadata values in the file");
+    values_ += n;
+  }
+
   std::string read_string(const char* what) {
     uint64_t len = read<uint64_t>(what);
     if (len > left())
@@ -55,6 +62,7 @@ class Cursor {
   const uint8_t* p_;
   size_t size_;
   size_t pos_ = 0;
+  uint64_t values_ = 0;
   std::string name_;
 };
 
@@ -103,6 +111,7 @@ GgufValue read_value(Cursor& c, GgufType type, int depth, const std::string& key
       if (n > c.left() / min_encoded_size(v.array_type))
         c.fail("key " + key + ": array of " + std::to_string(n) + " elements does not fit in the " +
                std::to_string(c.left()) + " bytes left");
+      c.count_values(n, key);
       std::vector<GgufValue> items;
       items.reserve(n);
       for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, v.array_type, depth + 1, key));
@@ -254,6 +263,10 @@ void GgufFile::parse() {
   // tensor info at least 8 + 4 + 8 + 4 + 8.
   if (n_kv > c.left() / 13) c.fail("metadata count " + std::to_string(n_kv) + " is larger than the file can hold");
   if (n_tensors > c.left() / 32) c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the file can hold");
+  if (n_tensors > kMaxTensors)
+    c.fail("tensor count " + std::to_string(n_tensors) + " is more than the " + std::to_string(kMaxTensors) + " basalt reads");
+  if (n_kv > kMaxMetadataValues)
+    c.fail("metadata count " + std::to_string(n_kv) + " is more than the " + std::to_string(kMaxMetadataValues) + " basalt reads");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("metadata key");
@@ -261,6 +274,7 @@ void GgufFile::parse() {
     if (!is_valid_utf8(key)) c.fail("metadata key " + std::to_string(i) + " is not valid UTF-8");
     uint32_t t = c.read<uint32_t>(key.c_str());
     if (!valid_type(t)) c.fail("key " + key + ": unknown value type " + std::to_string(t));
+    c.count_values(1, key);
     GgufValue v = read_value(c, static_cast<GgufType>(t), 0, key);
     if (!kv_.emplace(key, std::move(v)).second) c.fail("duplicate metadata key " + key);
   }

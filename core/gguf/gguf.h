@@ -64,6 +64,14 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
+  // Past these a file is refused before its parts are read (docs/LIMITS.md):
+  // a metadata value takes 48 bytes in memory however few it takes in the
+  // file, so a crafted array could otherwise ask for 48x the file's size.
+  // Real models have ~300 to ~3000 tensors and under a million values
+  // (a 262k-token vocabulary's tokens, scores and types).
+  static constexpr uint64_t kMaxTensors = 1 << 16;
+  static constexpr uint64_t kMaxMetadataValues = 1 << 23;  // keys, array elements and nested arrays together
+
   static GgufFile open(const std::string& path);                   // mmaps the file
   static GgufFile from_memory(std::vector<uint8_t> bytes, std::string name = "<memory>");
 

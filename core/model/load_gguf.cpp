@@ -54,9 +54,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   }
   // A file that parses can still ask for more than the machine has: a clear
   // error now rather than the kernel's OOM killer halfway through converting.
-  if (const int64_t avail = available_memory_bytes(); avail > 0 && to_allocate > static_cast<size_t>(avail))
-    throw Error(path + ": its weights need " + std::to_string(to_allocate >> 20) + " MiB once converted, and only " +
-                std::to_string(avail >> 20) + " MiB of memory is available");
+  require_memory(to_allocate, path + ": converting its weights");
 
   // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
   const TensorNames& n = find_arch(s.arch)->gguf;

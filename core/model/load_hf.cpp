@@ -11,8 +11,10 @@
 #include "core/model/model.h"
 #include "core/models/arch.h"
 #include "core/tokenizer/tokenizer_hf.h"
+#include "core/util/memory.h"
 #include "quant/convert_gptq.h"
 #include "quant/convert_safetensors.h"
+#include "quant/qa_layout.h"
 
 namespace basalt {
 
@@ -104,12 +106,22 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   auto ends_with = [](const std::string& s, const char* tail) {
     return s.size() >= std::strlen(tail) && s.compare(s.size() - std::strlen(tail), std::string::npos, tail) == 0;
   };
+  // What loading allocates, checked before anything is: dense weights are borrowed from the
+  // mapping, GPTQ layers become qa tiles, and a MoE layer's experts are copied into one stack.
+  size_t to_allocate = 0;
   for (const StTensor* t : set.tensors()) {
     m->file_types_[st_dtype_name(t->dtype)]++;
-    if (gptq && ends_with(t->name, ".qweight")) m->n_params_ += t->n_elements() * (32 / gptq->params.bits);
-    else if (!gptq || !(ends_with(t->name, ".qzeros") || ends_with(t->name, ".scales") || ends_with(t->name, ".g_idx")))
+    const bool qweight = gptq && ends_with(t->name, ".qweight") && t->shape.size() == 2;
+    if (qweight) {
+      const int64_t n_in = t->shape[0] * (32 / gptq->params.bits), n_out = t->shape[1];
+      m->n_params_ += n_in * n_out;
+      to_allocate += qa_weight_bytes(gptq->params.bits, QaScales::f16_zero, n_out, n_in) * (s.is_moe() ? 2 : 1);
+    } else if (!gptq || !(ends_with(t->name, ".qzeros") || ends_with(t->name, ".scales") || ends_with(t->name, ".g_idx"))) {
       m->n_params_ += t->n_elements();
+      if (s.is_moe() && t->shape.size() == 2) to_allocate += t->n_bytes;
+    }
   }
+  require_memory(to_allocate, dir + ": loading its weights");
 
   // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
   const TensorNames& n = find_arch(s.arch)->hf;

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 
+#include "core/util/memory.h"
+#include "quant/qa_layout.h"
+
 namespace basalt {
 
 std::unique_ptr<Model> load_gguf_model(const std::string& path);
@@ -24,14 +27,23 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 }
 
 void Model::quantize_dense(RtnType type) {
-  auto convert = [](Weight& w, RtnType t) {
-    if (w.rows > 0 && w.format != WeightFormat::qa) w = quantize_rtn(w, t);
+  // Every dense weight, and its target: the embedding and output layer q8_0 whatever `type` is.
+  auto each_dense = [&](auto&& fn) {
+    auto visit = [&](Weight& w, RtnType t) {
+      if (w.rows > 0 && w.format != WeightFormat::qa) fn(w, t);
+    };
+    visit(token_embd_, RtnType::q8_0);
+    if (!spec_.tied_output) visit(output_, RtnType::q8_0);
+    for (LayerWeights& l : layers_)
+      for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps, &l.down_exps})
+        visit(*w, type);
   };
-  convert(token_embd_, RtnType::q8_0);
-  if (!spec_.tied_output) convert(output_, RtnType::q8_0);
-  for (LayerWeights& l : layers_)
-    for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps, &l.down_exps})
-      convert(*w, type);
+  size_t to_allocate = 0;
+  each_dense([&](const Weight& w, RtnType t) {
+    to_allocate += qa_weight_bytes(t == RtnType::q8_0 ? 8 : 4, QaScales::f16_sym, w.mat_rows, w.cols, w.rows / w.mat_rows);
+  });
+  require_memory(to_allocate, "quantizing the model's dense weights to " + std::string(rtn_type_name(type)));
+  each_dense([](Weight& w, RtnType t) { w = quantize_rtn(w, t); });
 }
 
 std::vector<const Weight*> Model::weights() const {

@@ -193,6 +193,7 @@ SafetensorsSet SafetensorsSet::open_folder(const std::string& dir) {
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw Error(ip + ": no weight_map object");
     std::vector<std::string> shards;
+    std::set<std::string> seen;
     for (const auto& [name, file] : j["weight_map"].items()) {
       if (!file.is_string()) throw Error(ip + ": weight_map entry " + name + " is not a file name");
       const std::string f = file.get<std::string>();
@@ -200,7 +201,9 @@ SafetensorsSet SafetensorsSet::open_folder(const std::string& dir) {
       if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
         throw Error(ip + ": weight_map entry " + name + " names " + file.dump() + ", not a file in the folder");
       weight_map[name] = f;
-      if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+      if (seen.insert(f).second) shards.push_back(f);  // in the index's order, each once
+      if (shards.size() > kMaxShards)
+        throw Error(ip + ": more than " + std::to_string(kMaxShards) + " shards, the most basalt opens");
     }
     if (shards.empty()) throw Error(ip + ": weight_map is empty");
     for (const std::string& f : shards) {

@@ -59,6 +59,8 @@ class SafetensorsFile {
 // model.safetensors.index.json names (its weight_map: tensor -> file).
 class SafetensorsSet {
  public:
+  static constexpr size_t kMaxShards = 4096;  // each one a mapping; the largest checkpoints have a few hundred
+
   static SafetensorsSet open_folder(const std::string& dir);  // Error if neither exists or they disagree
 
   const StTensor* find(const std::string& name) const;  // nullptr if absent

@@ -101,7 +101,9 @@ struct Tokenizer::Impl {
 Tokenizer::Impl::Impl(TokenizerData data) : d(std::move(data)) {
   const size_t n = d.tokens.size();
   if (n == 0) throw Error("tokenizer: the vocabulary has no tokens (tokenizer.ggml.tokens is empty)");
-  if (n > static_cast<size_t>(INT32_MAX)) throw Error("tokenizer: too many tokens");
+  if (n > Tokenizer::kMaxTokens)
+    throw Error("tokenizer: " + std::to_string(n) + " tokens, more than the " + std::to_string(Tokenizer::kMaxTokens) +
+                " basalt reads");
   if (d.model == "llama") {
     spm = true;
   } else if (d.model != "gpt2") {

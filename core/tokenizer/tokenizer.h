@@ -32,6 +32,8 @@ enum class TokenType : int32_t { undefined = 0, normal = 1, unknown = 2, control
 
 class Tokenizer {
  public:
+  static constexpr size_t kMaxTokens = size_t{1} << 22;  // vocabularies in use have up to ~262k
+
   explicit Tokenizer(TokenizerData data);  // throws basalt::Error on an inconsistent vocabulary
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace basalt {
 
 int64_t resident_memory_bytes() {
@@ -32,6 +34,13 @@ int64_t available_memory_bytes() {
     }
   std::fclose(f);
   return found;
+}
+
+void require_memory(size_t bytes, const std::string& what) {
+  const int64_t avail = available_memory_bytes();
+  if (avail > 0 && bytes > static_cast<size_t>(avail))
+    throw Error(what + " needs " + std::to_string(bytes >> 20) + " MiB, and only " + std::to_string(avail >> 20) +
+                " MiB of memory is available");
 }
 
 }  // namespace basalt

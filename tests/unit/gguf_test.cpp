@@ -37,6 +37,7 @@ void expect_error(const std::vector<uint8_t>& bytes, const std::string& fragment
     GgufFile::from_memory(bytes, "bad.gguf");
     ADD_FAILURE() << "no error; expected one mentioning '" << fragment << "'";
   } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("bad.gguf: ", 0), 0u) << "the message names the file: " << e.what();
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
   }
 }
@@ -106,6 +107,33 @@ std::vector<BadCase> bad_cases() {
          GgufBuilder::put<uint64_t>(g.kv_bytes, uint64_t{1} << 40);
          return g.bytes();
        }, "does not fit"},
+      {"more tensors than basalt reads", [] {
+         auto g = valid_builder();
+         g.n_tensors = GgufFile::kMaxTensors + 1;
+         g.tensor_bytes.resize(g.tensor_bytes.size() + 32 * GgufFile::kMaxTensors);  // room for them all
+         return g.bytes();
+       }, "more than the 65536 basalt reads"},
+      {"more metadata values than basalt reads", [] {  // one array of uint8: 48 bytes each in memory
+         GgufBuilder g;
+         g.n_kv = 1;
+         GgufBuilder::put_str(g.kv_bytes, "k");
+         GgufBuilder::put<uint32_t>(g.kv_bytes, 9);
+         GgufBuilder::put<uint32_t>(g.kv_bytes, 0);
+         GgufBuilder::put<uint64_t>(g.kv_bytes, GgufFile::kMaxMetadataValues);
+         g.kv_bytes.resize(g.kv_bytes.size() + GgufFile::kMaxMetadataValues);
+         return g.bytes();
+       }, "key k: more than 8388608 metadata values"},
+      {"arrays nested 9 deep", [] {
+         GgufBuilder g;
+         g.n_kv = 1;
+         GgufBuilder::put_str(g.kv_bytes, "k");
+         GgufBuilder::put<uint32_t>(g.kv_bytes, 9);
+         for (int d = 0; d < 9; ++d) {
+           GgufBuilder::put<uint32_t>(g.kv_bytes, 9);
+           GgufBuilder::put<uint64_t>(g.kv_bytes, 1);
+         }
+         return g.bytes();
+       }, "nested deeper than 8"},
       {"unknown value type", [] {
          GgufBuilder g;
          g.n_kv = 1;

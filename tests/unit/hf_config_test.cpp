@@ -98,6 +98,11 @@ TEST(HfConfig, BadConfigsAreErrors) {
       {with("rope_scaling", {{"type", "linear"}, {"factor", -1}}), "positive"},
       {with("vocab_size", 0), "vocab_size"},
       {with("intermediate_size", -5), "inconsistent"},
+      // the limits of docs/LIMITS.md
+      {with("num_hidden_layers", 1025), "block_count 1025"},
+      {with("hidden_size", 1 << 18), "embedding_length 262144"},
+      {with("head_dim", 2048), "head dimension 2048"},
+      {with("head_dim", 63), "head dimension 63"},
   };
   for (const auto& [text, message] : cases) {
     const std::string err = error_of(text);
@@ -107,6 +112,9 @@ TEST(HfConfig, BadConfigsAreErrors) {
   auto moe = llama();
   moe["architectures"] = {"MixtralForCausalLM"};
   EXPECT_NE(error_of(moe.dump()).find("num_local_experts is missing"), std::string::npos);
+  moe["num_local_experts"] = 513;
+  moe["num_experts_per_tok"] = 2;
+  EXPECT_NE(error_of(moe.dump()).find("of expert_count 513"), std::string::npos) << error_of(moe.dump());
 }
 
 }  // namespace

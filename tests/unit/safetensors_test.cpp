@@ -227,6 +227,14 @@ TEST_F(SafetensorsFolder, IndexProblems) {
   }
 }
 
+TEST_F(SafetensorsFolder, ShardCountIsBounded) {
+  std::string index = R"({"weight_map": {)";
+  for (size_t i = 0; i <= SafetensorsSet::kMaxShards; ++i)
+    index += (i ? ", " : "") + std::string("\"t") + std::to_string(i) + "\": \"s" + std::to_string(i) + ".safetensors\"";
+  write("model.safetensors.index.json", index + "}}");
+  EXPECT_NE(open_error().find("more than 4096 shards, the most basalt opens"), std::string::npos) << open_error();
+}
+
 TEST_F(SafetensorsFolder, TensorInTwoShards) {
   write("a.safetensors", file_bytes(kShard1, 4));
   write("b.safetensors", file_bytes(kShard1, 4));

@@ -385,6 +385,10 @@ TEST(Tokenizer, BadVocabularyIsAnError) {
   d = tiny_bpe();
   d.scores = {0.0f};
   expect_error(d, "scores");
+  d = tiny_bpe();
+  d.tokens.resize(Tokenizer::kMaxTokens + 1);
+  d.token_types.resize(d.tokens.size());
+  expect_error(d, "4194305 tokens, more than the 4194304 basalt reads");
 
   // The GGUF loader names an unknown model too.
   TokenizerData gd = base_data("smollm2");
