@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/util/always_inline.h"
 #include "cpu/isa.h"
 
 namespace basalt {
@@ -19,9 +20,9 @@ struct QuantizedActs {
   std::vector<int32_t> sum16;  // [n_tok][stride / 16]: sum of q over each half block (for group offsets)
 
   void resize(int64_t n_tok, int64_t cols);
-  const int8_t* q_row(int64_t t) const { return q.data() + t * stride; }
-  const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
-  const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
+  BASALT_ALWAYS_INLINE const int8_t* q_row(int64_t t) const { return q.data() + t * stride; }
+  BASALT_ALWAYS_INLINE const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
+  BASALT_ALWAYS_INLINE const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
 };
 
 // x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like

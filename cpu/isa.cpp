@@ -26,6 +26,16 @@ Isa parse_isa(const std::string& s) {
   throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512, amx");
 }
 #if defined(BASALT_X86)
+// CPUID bits that __builtin_cpu_supports does not name on every compiler
+// (clang 14 knows neither "f16c" nor "avxvnni"). reg: 0-3 for EAX-EDX.
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4];
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return r[reg] >> bit & 1;
+}
+bool has_f16c() { return cpuid_bit(1, 0, 2, 29); }     // ECX 29
+bool has_avxvnni() { return cpuid_bit(7, 1, 0, 4); }   // leaf 7.1 EAX 4
+
 // CPUID says whether the cores have AMX-TILE and AMX-INT8; Linux (5.16 on)
 // must also grant this process the tile state, once, before any thread uses it.
 bool amx_usable() {
@@ -59,9 +69,9 @@ bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
              __builtin_cpu_supports("bmi2");
-    case Isa::avxvnni: return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avxvnni");
+    case Isa::avxvnni: return cpu_supports(Isa::avx2) && has_avxvnni();
     case Isa::avx512:
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

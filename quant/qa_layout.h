@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/util/always_inline.h"
 #include "quant/qa_encoding.h"
 #include "quant/weight.h"
 
@@ -31,6 +32,7 @@ namespace basalt {
 
 constexpr int kTileRows = QA_TILE_ROWS;
 
+// Its accessors are always inlined: the kernels built with ISA flags call them (core/util/always_inline.h).
 struct QaLayout {
   int bits;
   QaScales enc;
@@ -39,19 +41,25 @@ struct QaLayout {
   int scale_bytes;       // S, per block of 16 rows
   int quant_chunks;      // Q / 64
 
-  constexpr int quant_bytes() const { return QA_QUANT_CHUNK_BYTES * quant_chunks; }
-  constexpr size_t group_bytes() const {
+  BASALT_ALWAYS_INLINE constexpr int quant_bytes() const { return QA_QUANT_CHUNK_BYTES * quant_chunks; }
+  BASALT_ALWAYS_INLINE constexpr size_t group_bytes() const {
     return static_cast<size_t>(header_bytes) + static_cast<size_t>(blocks_per_group) * (scale_bytes + quant_bytes());
   }
-  constexpr int64_t groups(int64_t cols) const {
+  BASALT_ALWAYS_INLINE constexpr int64_t groups(int64_t cols) const {
     const int64_t nb = cols / kQaBlock;
     return (nb + blocks_per_group - 1) / blocks_per_group;
   }
-  constexpr size_t tile_bytes(int64_t cols) const { return static_cast<size_t>(groups(cols)) * group_bytes(); }
+  BASALT_ALWAYS_INLINE constexpr size_t tile_bytes(int64_t cols) const {
+    return static_cast<size_t>(groups(cols)) * group_bytes();
+  }
   // Pointers into group g of a tile.
-  constexpr const uint8_t* group(const uint8_t* tile, int64_t g) const { return tile + static_cast<size_t>(g) * group_bytes(); }
-  constexpr const uint8_t* scales(const uint8_t* grp, int j) const { return grp + header_bytes + j * scale_bytes; }
-  constexpr const uint8_t* quants(const uint8_t* grp, int j) const {
+  BASALT_ALWAYS_INLINE constexpr const uint8_t* group(const uint8_t* tile, int64_t g) const {
+    return tile + static_cast<size_t>(g) * group_bytes();
+  }
+  BASALT_ALWAYS_INLINE constexpr const uint8_t* scales(const uint8_t* grp, int j) const {
+    return grp + header_bytes + j * scale_bytes;
+  }
+  BASALT_ALWAYS_INLINE constexpr const uint8_t* quants(const uint8_t* grp, int j) const {
     return grp + header_bytes + blocks_per_group * scale_bytes + j * quant_bytes();
   }
 };

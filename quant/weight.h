@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/util/aligned.h"
+#include "core/util/always_inline.h"
 #include "quant/qa_encoding.h"
 
 namespace basalt {
@@ -50,9 +51,9 @@ struct Weight {
   const int32_t* perm_of(int64_t mat) const { return input_perm.empty() ? nullptr : input_perm.data() + mat * cols; }
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }  // dense
-  int64_t tiles_per_mat() const { return (mat_rows + 15) / 16; }
+  BASALT_ALWAYS_INLINE int64_t tiles_per_mat() const { return (mat_rows + 15) / 16; }
   // The tile holding row r, and r's lane in it (qa).
-  const uint8_t* tile_of(int64_t r, int* lane) const {
+  BASALT_ALWAYS_INLINE const uint8_t* tile_of(int64_t r, int* lane) const {
     const int64_t mat = r / mat_rows, in = r % mat_rows;
     *lane = static_cast<int>(in % 16);
     return data + static_cast<size_t>(mat * tiles_per_mat() + in / 16) * tile_bytes;

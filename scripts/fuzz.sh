@@ -22,8 +22,7 @@ work=${FUZZ_DIR:-$build/work}
 py=$root/.venv/bin/python
 [ -x "$py" ] || { echo "fuzz.sh: run scripts/install-deps.sh first (.venv)" >&2; exit 2; }
 
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBASALT_FUZZ=ON \
-  -DBASALT_BUILD_TESTS=OFF -DBASALT_BUILD_BENCH=OFF -DBASALT_VULKAN=OFF -DBASALT_ONEDNN=OFF >/dev/null
+"$root/scripts/fuzz_tree.sh" "$build"
 cmake --build "$build" --target fuzzers -j "${JOBS:-2}"
 
 # ---- seeds (each target's made once, when its folder is missing)
@@ -53,7 +52,8 @@ seed() {  # seed TARGET: make TARGET's seed folder unless it exists
   mkdir -p "$d"
   case $1 in
     gguf) cp "$gen"/*.gguf "$d/" ;;
-    safetensors) cp "$gen/hf/model.safetensors" "$gen/hf_shards/"*.safetensors "$gen/gptq_act_asym/model.safetensors" "$d/" ;;
+    safetensors) cp "$gen/hf/model.safetensors" "$gen/hf_shards/"*.safetensors "$d/"
+      cp "$gen/gptq_act_asym/model.safetensors" "$d/gptq.safetensors" ;;
     hf_config) cp "$gen"/hf/*config*.json "$d/"  # config.json, generation_ and tokenizer_config.json
       cp "$gen/gptq_act_asym/config.json" "$d/gptq_config.json"; cp "$gen/gptq8_qc/quantize_config.json" "$d/" ;;
     hf_folder)  # each folder packed as the target reads it: "\n#FILE name\n" + bytes per file

@@ -14,10 +14,16 @@ cmake --build build -j "$(nproc)"
 export BASALT_REQUIRE_ISA
 echo "test.sh: kernel sets required: ${BASALT_REQUIRE_ISA} ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | xargs))"
 # The Vulkan tests run on Mesa's lavapipe (installed above): a missing device is a failure here, not a skip.
-BASALT_REQUIRE_GPU=1 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
-# Every fuzzer (clang, ASan + UBSan) on the full run, the same inputs every time (a
-# fixed seed and count, whatever the machine's speed; 60 s at most each): a crash
-# fails it. FUZZ_SECONDS=0 skips this; docs/FUZZING.md has the long runs.
-if [ $# -eq 0 ] && [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
-  FUZZ_SEED=1 FUZZ_RUNS="${FUZZ_RUNS:-10000}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+BASALT_REQUIRE_GPU=1 ctest --test-dir build --no-tests=error --output-on-failure -j "$(nproc)" "$@"
+# On the full run only (no ctest arguments): the sanitizers and the fuzzers.
+if [ $# -eq 0 ]; then
+  # The quick suite under ASan + UBSan (clang, build-fuzz/), the threading and
+  # scheduler tests under TSan (build-tsan/). SANITIZE=0 skips them.
+  if [ "${SANITIZE:-1}" = 1 ]; then ./scripts/sanitize.sh; fi
+  # Every fuzzer (ASan + UBSan, the same tree) on the same inputs every time (a
+  # fixed seed and count, whatever the machine's speed; 60 s at most each): a
+  # crash fails it. FUZZ_SECONDS=0 skips this; docs/FUZZING.md has the long runs.
+  if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
+    FUZZ_SEED=1 FUZZ_RUNS="${FUZZ_RUNS:-10000}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+  fi
 fi

@@ -26,12 +26,14 @@ AlignedBytes aligned_alloc_bytes(size_t n) {
   const size_t align = n >= kHugePage ? kHugePage : 64;
   const size_t rounded = n == 0 ? 64 : (n + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
-  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
+  if (!p) throw_out_of_memory(n);
 #ifdef MADV_HUGEPAGE
   if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure is fine
 #endif
   std::memset(p, 0, rounded);
   return AlignedBytes(static_cast<uint8_t*>(p));
 }
+
+void throw_out_of_memory(size_t n) { throw Error("out of memory allocating " + std::to_string(n) + " bytes"); }
 
 }  // namespace basalt

@@ -14,5 +14,9 @@ struct AlignedFree {
 };
 using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
 AlignedBytes aligned_alloc_bytes(size_t n);  // 64-byte aligned, zeroed; Error when out of memory
+// The Error aligned_alloc_bytes throws, for code built with ISA flags that
+// allocates its own (an exception's inline constructor made there could be
+// the copy the linker keeps: core/util/always_inline.h).
+[[noreturn]] void throw_out_of_memory(size_t n);
 
 }  // namespace basalt

@@ -5,9 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-// Always inlined: this header is also included by files compiled with AVX-512
-// flags, and an out-of-line copy from there could be the one the linker keeps.
-#define BASALT_ALWAYS_INLINE [[gnu::always_inline]] inline
+#include "core/util/always_inline.h"  // this header is also included by files compiled with AVX-512 flags
 
 namespace basalt {
 

@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <vector>
 
+#include "core/util/aligned.h"
 #include "cpu/matmul.h"
 #include "cpu/x86/qa_dispatch.h"
 #include "cpu/x86/qa_spans.h"
@@ -85,7 +85,7 @@ struct Buffer {
     if (n > size) {
       const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
       T* q = static_cast<T*>(std::aligned_alloc(64, bytes));
-      if (!q) throw std::bad_alloc();
+      if (!q) throw_out_of_memory(bytes);
       p.reset(q), size = n;
     }
     return p.get();

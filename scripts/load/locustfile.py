@@ -3,7 +3,9 @@
 # and 128 output tokens (ignore_eos, as llama-server takes it). Besides the
 # HTTP request itself it reports, as Locust events of type "LLM": "ttft" (to
 # the first streamed text), "e2e" (the whole request) and "tokens" (whose
-# response length is the request's output token count).
+# response length is the request's output token count). With LOAD_LOG set, it
+# also appends "first_token_time end_time tokens" (Unix seconds) per request to
+# that file, from which load_test.py counts the tokens streamed inside its window.
 import json
 import os
 import time
@@ -19,6 +21,7 @@ PROMPT = os.environ.get("LOAD_PROMPT", (
     "matters to everyone. Report:"))
 MAX_TOKENS = int(os.environ.get("LOAD_MAX_TOKENS", "128"))
 MODEL = os.environ.get("LOAD_MODEL", "")
+LOG = os.environ.get("LOAD_LOG", "")
 
 
 class Completion(HttpUser):  # requests-based: iter_content yields each piece as it arrives
@@ -65,5 +68,9 @@ class Completion(HttpUser):  # requests-based: iter_content yields each piece as
         tokens = usage["completion_tokens"] if usage else pieces
         if first is not None:
             self.event("ttft", first - t0)
+            if LOG:
+                now, clock = time.time(), time.perf_counter()
+                with open(LOG, "a") as f:
+                    f.write(f"{now - (clock - first):.4f} {now - (clock - end):.4f} {tokens}\n")
         self.event("e2e", end - t0)
         self.event("tokens", end - t0, length=tokens)

@@ -2,7 +2,7 @@
 // The worker pool: every unit runs exactly once, with more threads than
 // cores and threads that stall inside units, through thousands of jobs; nested
 // and concurrent calls run inline. Also built with ThreadSanitizer
-// (thread_pool_tsan in tests/CMakeLists.txt).
+// (threads_tsan in tests/CMakeLists.txt).
 #include "core/util/thread_pool.h"
 
 #include <gtest/gtest.h>

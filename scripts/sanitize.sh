@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The unit tests under the sanitizers, as CI runs them (scripts/test.sh):
+#
+#   scripts/sanitize.sh [asan] [tsan]   both when none is named
+#
+# asan: the quick suite built with clang, AddressSanitizer and UndefinedBehavior
+#       Sanitizer in the fuzzers' tree (build-fuzz/: the engine there is
+#       instrumented already, so only the tests are compiled on top).
+# tsan: the threading, HTTP worker, rate limiter and scheduler tests built with
+#       ThreadSanitizer (build-tsan/, gcc -O1, without oneDNN, whose OpenMP
+#       runtime is not instrumented, and with the portable kernels only, as an
+#       ARM machine builds them: the threads are the same, the build is half). The scheduler's tests on a real model
+#       (SchedulerModel) take minutes a test under TSan: run them by hand with
+#       TSAN_FILTER.
+# Extra arguments after -- go to ctest (asan).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${JOBS:-$(nproc)}
+which=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do which+=("$1"); shift; done
+[ "${1:-}" = -- ] && shift
+[ ${#which[@]} -eq 0 ] && which=(asan tsan)
+
+for w in "${which[@]}"; do
+  case $w in
+    asan)
+      ./scripts/fuzz_tree.sh build-fuzz
+      cmake --build build-fuzz -j "$jobs"
+      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest --test-dir build-fuzz -L quick --no-tests=error --output-on-failure -j "$jobs" "$@"
+      ;;
+    tsan)
+      cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
+        -DBASALT_TSAN=ON -DBASALT_ISA_KERNELS=OFF -DBASALT_ONEDNN=OFF -DBASALT_VULKAN=OFF -DBASALT_BUILD_BENCH=OFF >/dev/null
+      cmake --build build-tsan -j "$jobs" --target basalt_tests
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/bin/basalt_tests \
+        --gtest_filter="${TSAN_FILTER:-ThreadPool*:WorkShares*:HttpWorkers*:RateLimiter*:SchedulerTest.*:PrefixCache*}"
+      ;;
+    *) echo "sanitize.sh: unknown sanitizer '$w' (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
