@@ -13,7 +13,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libvulkan-dev glslang-tools mesa-vulkan-drivers vulkan-tools
-  clang libclang-rt-dev
+  clang libclang-rt-dev libomp-dev
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

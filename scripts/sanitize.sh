@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The unit tests under the sanitizers, as CI runs them (scripts/test.sh):
+# The unit tests under the sanitizers:
 #
-#   scripts/sanitize.sh [asan] [tsan]   both when none is named
+#   scripts/sanitize.sh [asan] [tsan]   both when none is named; CI (scripts/test.sh) runs asan
 #
 # asan: the quick suite built with clang, AddressSanitizer and UndefinedBehavior
-#       Sanitizer in the fuzzers' tree (build-fuzz/: the engine there is
-#       instrumented already, so only the tests are compiled on top).
-# tsan: the threading, HTTP worker, rate limiter and scheduler tests built with
-#       ThreadSanitizer (build-tsan/, gcc -O1, without oneDNN, whose OpenMP
-#       runtime is not instrumented, and with the portable kernels only, as an
-#       ARM machine builds them: the threads are the same, the build is half). The scheduler's tests on a real model
-#       (SchedulerModel) take minutes a test under TSan: run them by hand with
-#       TSAN_FILTER.
+#       Sanitizer in the fuzzers' tree (build-fuzz/, scripts/fuzz_tree.sh), so
+#       CI builds one clang tree for both.
+# tsan: the threading, HTTP worker, rate limiter, prefix cache and scheduler
+#       tests built with ThreadSanitizer (build-tsan/, gcc -O1), without oneDNN
+#       (its OpenMP runtime is not instrumented) and with the portable kernels
+#       that ARM machines build (the threads are the same; it also proves that
+#       build). The scheduler's tests on a real model (SchedulerModel) take
+#       minutes a test under TSan: run them by hand with TSAN_FILTER.
 # Extra arguments after -- go to ctest (asan).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

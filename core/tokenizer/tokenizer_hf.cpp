@@ -200,9 +200,7 @@ std::string token_text(const json& j) {
   return "";
 }
 
-}  // namespace
-
-HfTokenizer load_tokenizer_hf(const std::string& dir) {
+HfTokenizer read_tokenizer_files(const std::string& dir) {
   const fs::path folder(dir), tj = folder / "tokenizer.json";
   if (!fs::exists(tj)) throw Error(dir + ": no tokenizer.json");
   const std::string where = tj.string();
@@ -316,6 +314,17 @@ HfTokenizer load_tokenizer_hf(const std::string& dir) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+HfTokenizer load_tokenizer_hf(const std::string& dir) {
+  try {
+    return read_tokenizer_files(dir);
+  } catch (const json::exception& e) {  // a field of the wrong type: nlohmann's value() and get() throw these
+    throw Error(dir + ": a field of tokenizer.json, tokenizer_config.json or generation_config.json has the wrong type (" +
+                e.what() + ")");
+  }
 }
 
 namespace {

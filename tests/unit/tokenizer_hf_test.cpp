@@ -181,6 +181,9 @@ TEST(TokenizerHf, BadFilesAreErrors) {
       {R"({"model": {"type": "BPE", "vocab": {"a": -1}}, )" + bl + "}", "has id -1"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [3]}, )" + bl + "}", "malformed merge"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": 0, "content": "b"}], )" + bl + "}", "is both"},
+      // fields of the wrong type (the fuzzer's find: nlohmann's value() threw past the loader)
+      {R"({"model": {"type": 5}})", "has the wrong type"},
+      {R"({"model": {"type": "BPE", "byte_fallback": "yes", "vocab": {}}})", "has the wrong type"},
   };
   for (const auto& [text, message] : cases) {
     const std::string err = load_error(text);
