@@ -26,8 +26,8 @@ Isa parse_isa(const std::string& s) {
   throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512, amx");
 }
 #if defined(BASALT_X86)
-// CPUID bits that __builtin_cpu_supports does not name on every compiler
-// (clang 14 knows neither "f16c" nor "avxvnni"). reg: 0-3 for EAX-EDX.
+// One CPUID bit (reg: 0-3 for EAX-EDX), for what __builtin_cpu_supports does
+// not name on every compiler (clang 14 knows neither "f16c" nor "avxvnni").
 bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
   unsigned r[4];
   if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
@@ -39,10 +39,7 @@ bool has_avxvnni() { return cpuid_bit(7, 1, 0, 4); }   // leaf 7.1 EAX 4
 // CPUID says whether the cores have AMX-TILE and AMX-INT8; Linux (5.16 on)
 // must also grant this process the tile state, once, before any thread uses it.
 bool amx_usable() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool tile = d >> 24 & 1, int8 = d >> 25 & 1;
-  if (!tile || !int8) return false;
+  if (!cpuid_bit(7, 0, 3, 24) || !cpuid_bit(7, 0, 3, 25)) return false;  // EDX: AMX-TILE, AMX-INT8
 #if defined(__linux__)
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
