@@ -17,10 +17,9 @@ echo "test.sh: kernel sets required: ${BASALT_REQUIRE_ISA} ($(grep -m1 'model na
 BASALT_REQUIRE_GPU=1 ctest --test-dir build --no-tests=error --output-on-failure -j "$(nproc)" "$@"
 # On the full run only (no ctest arguments): the sanitizers and the fuzzers.
 if [ $# -eq 0 ]; then
-  # The quick suite under ASan + UBSan (clang, build-fuzz/). SANITIZE=0 skips it.
-  # TSan: threads.tsan ran in the suite; the scheduler's (`sanitize.sh tsan`, a
-  # whole TSan build) does not fit CI's 30 minutes beside this (docs/FUZZING.md).
-  if [ "${SANITIZE:-1}" = 1 ]; then ./scripts/sanitize.sh asan; fi
+  # The quick suite under ASan + UBSan (clang, build-fuzz/), then the threading
+  # and scheduler tests under TSan (build-tsan/). SANITIZE=0 skips both.
+  if [ "${SANITIZE:-1}" = 1 ]; then ./scripts/sanitize.sh asan tsan; fi
   # Every fuzzer (ASan + UBSan, the same tree) on the same inputs every time (a
   # fixed seed and count, whatever the machine's speed; 60 s at most each): a
   # crash fails it. FUZZ_SECONDS=0 skips this; docs/FUZZING.md has the long runs.

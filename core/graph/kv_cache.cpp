@@ -151,4 +151,19 @@ float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) c
   return d * static_cast<float>(reinterpret_cast<const int8_t*>(block)[at]);
 }
 
+void KvCache::read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const {
+  const uint8_t* block = block_of(kv, layer, seq, pos);
+  const int64_t j = pos % kBlock, hd = head_dim_;
+  const int64_t first = index(kv, h, 0, j), stride = index(kv, h, 1, j) - first;
+  if (type_ == KvType::f16) {
+    const uint16_t* e = reinterpret_cast<const uint16_t*>(block) + first;
+    for (int64_t d = 0; d < hd; ++d) out[d] = f16_to_f32(e[d * stride]);
+    return;
+  }
+  float scale;
+  std::memcpy(&scale, block + scales_offset() + (h * kBlock + j) * 4, 4);
+  const int8_t* e = reinterpret_cast<const int8_t*>(block) + first;
+  for (int64_t d = 0; d < hd; ++d) out[d] = scale * static_cast<float>(e[d * stride]);
+}
+
 }  // namespace basalt

@@ -109,6 +109,10 @@ class KvCache {
   // Element i of the key and of the value at (layer, seq, pos), as stored (f16 or scale * int8).
   float key(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(0, layer, seq, pos, i); }
   float value(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(1, layer, seq, pos, i); }
+  // The head_dim elements of KV head h's key (value) at (layer, seq, pos), as
+  // stored, into out: element() a head at a time (finding the block once).
+  void key_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(0, layer, seq, pos, h, out); }
+  void value_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(1, layer, seq, pos, h, out); }
   // The keys (values) of one layer: block id b at + b * block_bytes(), KV
   // head h's elements at + h * head_dim * kBlock elements, its q8 scales at
   // + scales_offset() + h * kBlock * 4 bytes.
@@ -126,6 +130,7 @@ class KvCache {
     return kv == 0 ? (h * head_dim_ + d) * kBlock + j : (h * kBlock + j) * head_dim_ + d;
   }
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;
+  void read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const;
 
   int64_t n_layer_, n_ctx_, kv_dim_, n_head_kv_, head_dim_;
   int n_seq_;

@@ -55,17 +55,18 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       const float* qh = q + t * qd + h * hd;
       float* oh = out + t * qd + h * hd;
       const int64_t kvh = h / group;
-      std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
+      std::vector<float> acc(static_cast<size_t>(hd), 0.0f), key(acc.size()), value(acc.size());
       float m = -INFINITY, l = 0;
       for (int64_t p = 0; p <= batch.pos[t]; ++p) {
+        kv.key_head(layer, batch.seq[t], p, kvh, key.data());
+        kv.value_head(layer, batch.seq[t], p, kvh, value.data());
         float s = 0;
-        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kv.key(layer, batch.seq[t], p, kvh * hd + i);
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * key[i];
         s *= scale;
         // Online softmax: rescale what was accumulated when the max grows.
         const float m_new = std::fmax(m, s);
         const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
-        for (int64_t i = 0; i < hd; ++i)
-          acc[i] = acc[i] * corr + w * kv.value(layer, batch.seq[t], p, kvh * hd + i);
+        for (int64_t i = 0; i < hd; ++i) acc[i] = acc[i] * corr + w * value[i];
         l = l * corr + w;
         m = m_new;
       }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -50,9 +51,27 @@ PRE_TOKENIZERS = {
 PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["gpt2"]
 
 
-def field(r: gguf.GGUFReader, key: str, default=None):
+def field(r: gguf.GGUFReader | dict, key: str, default=None):
+    if isinstance(r, dict):
+        return r.get(key, default)
     f = r.get_field(key)
     return default if f is None else f.contents()
+
+
+def tokenizer_fields(path: str) -> dict:
+    """The GGUF's tokenizer.* metadata, cached in ~/.cache/basalt-tests by the file's name, size and mtime:
+    gguf's reader takes about 30 s over Gemma 3's 262,144-token arrays, and the tests make several folders of it."""
+    st = os.stat(path)
+    cache = Path.home() / ".cache" / "basalt-tests" / f"{Path(path).name}-{st.st_size}-{st.st_mtime_ns}.tokenizer.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    r = gguf.GGUFReader(path)
+    fields = {key: field(r, key) for key in r.fields if key.startswith("tokenizer.")}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # tests run in parallel: whole files only
+    tmp.write_text(json.dumps(fields))
+    os.replace(tmp, cache)
+    return fields
 
 
 SPACE = "\u2581"
@@ -71,7 +90,7 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
     return [[a, b] for _, a, b in merges]
 
 
-def spm_tokenizer(r: gguf.GGUFReader, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool) -> dict:
+def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool) -> dict:
     """tokenizer.json for a SentencePiece vocabulary, as transformers converts Llama 2 / Gemma ones:
     BPE with byte fallback, spaces as U+2581 by a normalizer (or, newer, the Metaspace pre-tokenizer)."""
     scores = field(r, "tokenizer.ggml.scores")
@@ -97,7 +116,7 @@ def spm_tokenizer(r: gguf.GGUFReader, tokens: list[str], types: list[int], space
     }
 
 
-def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None, space_prefix: bool | None = None,
+def write_tokenizer(r: gguf.GGUFReader | dict, out: Path, pre: str | None = None, space_prefix: bool | None = None,
                     add_bos: bool | None = None, metaspace: bool = False) -> None:
     if field(r, "tokenizer.ggml.model") == "llama":
         write_spm_tokenizer(r, out, space_prefix, add_bos, metaspace)
@@ -126,7 +145,7 @@ def write_tokenizer(r: gguf.GGUFReader, out: Path, pre: str | None = None, space
                                              "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False))})
 
 
-def write_tokenizer_configs(r: gguf.GGUFReader, out: Path, tokens: list[str], cfg: dict) -> None:
+def write_tokenizer_configs(r: gguf.GGUFReader | dict, out: Path, tokens: list[str], cfg: dict) -> None:
     """tokenizer_config.json (cfg + the special tokens and chat template) and generation_config.json."""
     name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
     cfg |= {"bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
@@ -139,7 +158,7 @@ def write_tokenizer_configs(r: gguf.GGUFReader, out: Path, tokens: list[str], cf
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
 
 
-def write_spm_tokenizer(r: gguf.GGUFReader, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool) -> None:
+def write_spm_tokenizer(r: gguf.GGUFReader | dict, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool) -> None:
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type", [1] * len(tokens))
     space_prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True)) if space_prefix is None else space_prefix
@@ -204,13 +223,14 @@ def main() -> int:
     p.add_argument("--add-bos", choices=["true", "false"], help="SentencePiece: add BOS (default: the GGUF's)")
     p.add_argument("--metaspace", action="store_true", help="SentencePiece: the Metaspace pre-tokenizer, not a normalizer")
     a = p.parse_args()
-    r = gguf.GGUFReader(a.gguf)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     flag = lambda v: None if v is None else v == "true"
-    write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
     if a.vocab_only:
+        write_tokenizer(tokenizer_fields(a.gguf), out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
         return 0
+    r = gguf.GGUFReader(a.gguf)
+    write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
 
     arch = field(r, "general.architecture")
     k = lambda key, default=None: field(r, f"{arch}.{key}", default)

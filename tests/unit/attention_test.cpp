@@ -432,6 +432,27 @@ TEST(KvCache, PagedBlocksAreCountedAndFreed) {
   EXPECT_EQ(kv.free_blocks(), 1);
 }
 
+// key_head/value_head read what key()/value() read, element for element.
+TEST(KvCache, HeadReadsEqualElementReads) {
+  for (KvType type : {KvType::f16, KvType::q8}) {
+    const Case c{72, 3, 2, {130}, {1}};
+    const ModelSpec spec = spec_of(c);
+    KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx_of(c), 1, type);
+    fill_cache(kv, c);
+    std::vector<float> key(72), value(72);
+    for (int64_t layer : {0, 1})
+      for (int64_t p : {0, 63, 64, 129})
+        for (int64_t h = 0; h < c.n_kv; ++h) {
+          kv.key_head(layer, 0, p, h, key.data());
+          kv.value_head(layer, 0, p, h, value.data());
+          for (int64_t d = 0; d < 72; ++d) {
+            ASSERT_EQ(key[d], kv.key(layer, 0, p, h * 72 + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
+            ASSERT_EQ(value[d], kv.value(layer, 0, p, h * 72 + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
+          }
+        }
+  }
+}
+
 // q8: scale max|x| / 127, each element x * (127 / max|x|) rounded to nearest
 // even, so the largest is +-127 and every error at most half a step.
 TEST(KvCache, Q8Rounding) {
