@@ -20,6 +20,7 @@
 import argparse
 import csv
 import os
+import resource
 import re
 import shlex
 import signal
@@ -99,7 +100,21 @@ def streamed_in_window(log: str, begin: float, end: float) -> float:
     return total
 
 
-def locust(port: int, users: int, args, prefix: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process pid has used so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of the children waited for so far (Locust, once it ends)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def locust(port: int, users: int, args, prefix: str, server_pid: int) -> dict:
+    """One level: Locust's figures, and how many of the machine's cores the server and
+    the load generator (which share them) each kept busy over the run."""
     log = prefix + "_requests.txt"
     env = dict(os.environ, LOAD_MAX_TOKENS=str(args.max_tokens), LOAD_LOG=log)
     Path(log).unlink(missing_ok=True)
@@ -107,8 +122,11 @@ def locust(port: int, users: int, args, prefix: str) -> dict:
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "scripts/load/locustfile.py"), "--headless",
            "-u", str(users), "-r", str(users), "--run-time", f"{args.duration}s", "--stop-timeout", "60",
            "--host", f"http://127.0.0.1:{port}", "--csv", prefix, "--only-summary"]
+    server_cpu, client_cpu, t0 = cpu_seconds(server_pid), children_cpu_seconds(), time.time()
     subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
                    timeout=args.duration + 180)
+    elapsed = time.time() - t0
+    server_cores, client_cores = (cpu_seconds(server_pid) - server_cpu) / elapsed, (children_cpu_seconds() - client_cpu) / elapsed
     rows = {r["Name"]: r for r in csv.DictReader(open(prefix + "_stats.csv"))}
     http = rows.get("/v1/completions", {})
     n_ok = int(rows["e2e"]["Request Count"]) if "e2e" in rows else 0
@@ -119,7 +137,8 @@ def locust(port: int, users: int, args, prefix: str) -> dict:
     return {"requests_s": n_ok / args.duration, "tokens_s": streamed_in_window(log, *window) / (window[1] - window[0]),
             "ttft_p50": pct("ttft", "50%"), "ttft_p99": pct("ttft", "99%"),
             "e2e_p50": pct("e2e", "50%"), "e2e_p99": pct("e2e", "99%"),
-            "error_rate": n_fail / n_all if n_all else float("nan"), "completed": n_ok, "failed": n_fail}
+            "error_rate": n_fail / n_all if n_all else float("nan"), "completed": n_ok, "failed": n_fail,
+            "server_cores": server_cores, "client_cores": client_cores}
 
 
 def main() -> int:
@@ -152,20 +171,22 @@ def main() -> int:
             port = free_port()
             proc = start(engine, args, model, port)
             try:
-                results[(engine, users)] = locust(port, users, args, f"{args.out}/{engine}-{users}")
+                results[(engine, users)] = locust(port, users, args, f"{args.out}/{engine}-{users}", proc.pid)
             finally:
                 stop(proc)
             r = results[(engine, users)]
             print(f"{engine:12s} c={users:3d}  {r['requests_s']:6.2f} req/s  {r['tokens_s']:7.1f} tok/s  "
                   f"TTFT p50 {r['ttft_p50']:6.2f} s p99 {r['ttft_p99']:6.2f} s  e2e p50 {r['e2e_p50']:6.2f} s "
-                  f"p99 {r['e2e_p99']:6.2f} s  errors {r['error_rate']:.1%} ({r['failed']} of {r['completed'] + r['failed']})",
+                  f"p99 {r['e2e_p99']:6.2f} s  errors {r['error_rate']:.1%} ({r['failed']} of {r['completed'] + r['failed']})  "
+                  f"cores: server {r['server_cores']:.2f} Locust {r['client_cores']:.2f}",
                   flush=True)
 
-    print("\n| engine | concurrency | requests/s | output tokens/s | TTFT P50 / P99 (s) | request P50 / P99 (s) | errors |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| engine | concurrency | requests/s | output tokens/s | TTFT P50 / P99 (s) | request P50 / P99 (s) | errors "
+          "| cores busy: server / Locust |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for (engine, users), r in results.items():
         print(f"| {engine} | {users} | {r['requests_s']:.2f} | {r['tokens_s']:.1f} | {r['ttft_p50']:.2f} / {r['ttft_p99']:.2f} "
-              f"| {r['e2e_p50']:.2f} / {r['e2e_p99']:.2f} | {r['error_rate']:.1%} |")
+              f"| {r['e2e_p50']:.2f} / {r['e2e_p99']:.2f} | {r['error_rate']:.1%} | {r['server_cores']:.2f} / {r['client_cores']:.2f} |")
     if args.llama_server:
         print("\n| concurrency | output tokens/s basalt / llama-server | request P99 basalt / llama-server |")
         print("| --- | --- | --- |")

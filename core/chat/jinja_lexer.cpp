@@ -233,14 +233,16 @@ class Lexer {
     bool is_float = false;
     if (pos + 1 < src_.size() && src_[pos] == '.' && is_digit(src_[pos + 1])) {
       ++pos;
-      text += "." + digits(is_digit);
+      text += '.';  // not "." + string: gcc 12 misreads it (-Wrestrict, its bug 105329)
+      text += digits(is_digit);
       is_float = true;
     }
     if (pos < src_.size() && (src_[pos] == 'e' || src_[pos] == 'E')) {
       size_t p = pos + 1;
       if (p < src_.size() && (src_[p] == '+' || src_[p] == '-')) ++p;
       if (p < src_.size() && is_digit(src_[p])) {
-        text += "e" + src_.substr(pos + 1, p - pos - 1);
+        text += 'e';
+        text += src_.substr(pos + 1, p - pos - 1);
         pos = p;
         text += digits(is_digit);
         is_float = true;

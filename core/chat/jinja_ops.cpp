@@ -139,7 +139,7 @@ Value list_method(const Value& self, const std::string& name) {
 // ---------------------------------------------------------------- access
 
 Value get_attr(const Value& obj, const std::string& name) {
-  auto missing = [&] { return Value::undefined("'" + std::string(type_name(obj)) + " object' has no attribute '" + name + "'"); };
+  auto missing = [&] { return Value::undefined(std::string("'") + type_name(obj) + " object' has no attribute '" + name + "'"); };
   switch (obj.kind()) {
     case Value::Kind::kUndefined: undefined_fault(obj);
     case Value::Kind::kDict: {
@@ -172,7 +172,7 @@ Value get_item(const Value& obj, const Value& key) {
       const Value* v = obj.is_dict() ? obj.dict().find(key) : obj.ns().find(key);
       if (v) return *v;
       if (key.is_string()) return get_attr(obj, key.str());
-      return Value::undefined("'" + std::string(type_name(obj)) + " object' has no item " + to_repr(key));
+      return Value::undefined(std::string("'") + type_name(obj) + " object' has no item " + to_repr(key));
     }
     case Value::Kind::kList:
     case Value::Kind::kString: {
@@ -196,7 +196,7 @@ Value get_item(const Value& obj, const Value& key) {
       return obj.is_markup() ? Value::markup(out) : Value::string(out);
     }
     default:
-      return Value::undefined("'" + std::string(type_name(obj)) + " object' has no item " + to_repr(key));
+      return Value::undefined(std::string("'") + type_name(obj) + " object' has no item " + to_repr(key));
   }
 }
 

@@ -75,7 +75,8 @@ class HfTensors {
 // "GPTQ 4-bit g128 act-order sym (gptq)"
 std::string describe(const GptqConfig& c, const std::string& relabeled) {
   std::string s = "GPTQ " + std::to_string(c.params.bits) + "-bit ";
-  s += c.params.group_size == -1 ? "per-row" : "g" + std::to_string(c.params.group_size);
+  if (c.params.group_size == -1) s += "per-row";
+  else s += 'g' + std::to_string(c.params.group_size);  // gcc 12 misreads "g" + string&& (-Wrestrict, its bug 105329)
   if (c.desc_act) s += " act-order";
   s += c.sym ? " sym" : " asym";
   s += c.params.v2 ? " (gptq_v2)" : " (gptq)";

@@ -99,6 +99,10 @@ struct Buffer {
 
 // One thread's scratch, 64-byte aligned: the tile's unpacked blocks and their
 // scales, the run's activations and token terms, the result tiles.
+// A vector type as a template argument loses its attributes (alignment, may_alias), which gcc
+// warns of; Buffer aligns its storage to 64 bytes itself.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
 struct Scratch {
   Buffer<__m512i> b;          // [block][8]: B rows
   Buffer<__m512> scale;       // [block][2]: scale, and bias or the high half's scale
@@ -106,6 +110,7 @@ struct Scratch {
   alignas(64) int32_t c[3][2][16 * 16];  // [block % 3][half]: results, 16 tokens x 16 rows
   Buffer<int8_t> a;           // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
 };
+#pragma GCC diagnostic pop
 
 // The code of zero, where codes are unsigned around it (8-bit codes are stored + 128).
 template <int Bits, QaScales S>
