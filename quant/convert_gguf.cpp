@@ -4,10 +4,13 @@
 #include "quant/convert_gguf.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "core/util/half.h"
 #include "core/util/thread_pool.h"
 #include "quant/ggml_blocks.h"
 #include "quant/qa_layout.h"
@@ -45,6 +48,8 @@ QaTarget qa_target(GgmlType t) {
   switch (t) {
     case GgmlType::q4_0: return {4, QaScales::f16_sym};
     case GgmlType::q4_1: return {4, QaScales::f16_affine};
+    case GgmlType::q5_0: return {5, QaScales::f16_affine};  // bias -16 d: codes 0..31 about 16
+    case GgmlType::q5_1: return {5, QaScales::f16_affine};
     case GgmlType::q8_0: return {8, QaScales::f16_sym};
     case GgmlType::q4_k: return {4, QaScales::kquant};
     case GgmlType::q5_k: return {5, QaScales::kquant};
@@ -74,6 +79,33 @@ void convert_row(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* quant
         std::memcpy(quants + b * bb, blk.qs, 16);
         std::memcpy(scales + 4 * b, &blk.d, 2);
         std::memcpy(scales + 4 * b + 2, &blk.m, 2);
+      }
+      return;
+    case GgmlType::q5_0:
+    case GgmlType::q5_1:
+      // Both lay out a block as the engine's 5-bit row-major one: qs as the
+      // Q4 nibbles, then qh with bit j the high bit of weight j.
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint16_t d, m;
+        const uint8_t *qh, *qs;
+        if (type == GgmlType::q5_0) {
+          ggml::BlockQ5_0 blk;
+          std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+          // w = d (q - 16) = d q + (-16 d): -16 d is exact in f16 unless it overflows.
+          const float bias = -16.0f * f16_to_f32(blk.d);
+          if (!std::isfinite(bias)) throw Error("a Q5_0 block's scale is too large (" + std::to_string(f16_to_f32(blk.d)) + ")");
+          d = blk.d, m = f32_to_f16(bias);
+          qh = src + b * sizeof blk + offsetof(ggml::BlockQ5_0, qh), qs = src + b * sizeof blk + offsetof(ggml::BlockQ5_0, qs);
+        } else {
+          ggml::BlockQ5_1 blk;
+          std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+          d = blk.d, m = blk.m;
+          qh = src + b * sizeof blk + offsetof(ggml::BlockQ5_1, qh), qs = src + b * sizeof blk + offsetof(ggml::BlockQ5_1, qs);
+        }
+        std::memcpy(quants + b * bb, qs, 16);
+        std::memcpy(quants + b * bb + 16, qh, 4);
+        std::memcpy(scales + 4 * b, &d, 2);
+        std::memcpy(scales + 4 * b + 2, &m, 2);
       }
       return;
     case GgmlType::q8_0:
@@ -152,7 +184,7 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
     throw Error("tensor " + t.name + ": expected a 2-D or 3-D weight, found " + std::to_string(t.dims.size()) + "-D");
   if (!gguf_type_loadable(t.type))
     throw Error("tensor " + t.name + ": weight type " + ggml_type_name(t.type) +
-                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
+                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   Weight w;
   w.name = t.name;
   w.cols = t.dims[0];

@@ -16,6 +16,7 @@ MatmulKernel qa_dispatch(const Weight& w) {
       break;
     case QaScales::f16_affine:
       if (w.bits == 4) return K<4, QaScales::f16_affine>::run;
+      if (w.bits == 5) return K<5, QaScales::f16_affine>::run;
       break;
     case QaScales::f16_zero:
       if (w.bits == 4) return K<4, QaScales::f16_zero>::run;

@@ -59,6 +59,7 @@ std::string matmul_shader(const Weight& w) {
   if (w.bits == 4 && w.scales == QaScales::f16_sym) return "matmul_q4_sym";
   if (w.bits == 4 && w.scales == QaScales::f16_affine) return "matmul_q4_affine";
   if (w.bits == 4 && w.scales == QaScales::f16_zero) return "matmul_q4_zero";
+  if (w.bits == 5 && w.scales == QaScales::f16_affine) return "matmul_q5_affine";
   if (w.bits == 8 && w.scales == QaScales::f16_sym) return "matmul_q8_sym";
   if (w.bits == 8 && w.scales == QaScales::f16_zero) return "matmul_q8_zero";
   if (w.bits == 4 && w.scales == QaScales::kquant) return "matmul_q4_kquant";

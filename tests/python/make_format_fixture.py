@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize
 
 ROWS, COLS = 3, 512
-TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q5_K, T.Q6_K]
+TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
 
 
 def f16_field(rng, n, lo=0.001, hi=0.05, signed=False):
@@ -25,9 +25,9 @@ def random_blocks(t, rng):
     n = ROWS * COLS // block
     raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
     # Keep the f16 scale fields finite: random bytes could be NaN or inf.
-    if t in (T.Q8_0, T.Q4_0):
+    if t in (T.Q8_0, T.Q4_0, T.Q5_0):
         raw[:, 0:2] = f16_field(rng, n, signed=True)
-    elif t == T.Q4_1:
+    elif t in (T.Q4_1, T.Q5_1):
         raw[:, 0:2] = f16_field(rng, n)
         raw[:, 2:4] = f16_field(rng, n, signed=True)
     elif t in (T.Q4_K, T.Q5_K):

@@ -206,8 +206,8 @@ TEST(GpuOps, MatmulMatchesReference) {
             check_matmul(*dev, w, 0, n_tok, rng), ++checked;
         }
     }
-    // Every format: f32, f16, bf16 and 5 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
-    EXPECT_EQ(checked, (8 * 3 + 3 * 1) * 3 * 5);
+    // Every format: f32, f16, bf16 and 6 qa formats of groups of 32 at 3 widths, 3 K-quants (rows of 256) at one.
+    EXPECT_EQ(checked, (9 * 3 + 3 * 1) * 3 * 5);
   }, /*matmuls=*/true);
 }
 

@@ -57,8 +57,11 @@ bool f16_arithmetic(const gpu::Device& dev, const Weight& w, bool tiled) {
          (w.format == WeightFormat::qa || w.format == WeightFormat::f16);
 }
 
+// f32 arithmetic: sums in another order than the reference's; with one output
+// (1 row, 1 token, 2048 columns) its NMSE is that output's relative error
+// squared, 1.03e-10 seen for a random draw: hence 1e-9, not 1e-10.
 double matmul_nmse_bound(const gpu::Device& dev, const Weight& w, bool tiled) {
-  return f16_arithmetic(dev, w, tiled) ? 1e-5 : 1e-10;
+  return f16_arithmetic(dev, w, tiled) ? 1e-5 : 1e-9;
 }
 
 std::vector<float> int8_blocks(std::vector<float> x, int64_t rows, int64_t ld, int64_t cols) {

@@ -16,13 +16,13 @@ void put_f16(uint8_t* p, float v) {
 }
 }  // namespace
 
-const Format kFormats[11] = {
+const Format kFormats[12] = {
     {"f32", WeightFormat::f32, 0, QaScales::f16_sym},       {"f16", WeightFormat::f16, 0, QaScales::f16_sym},
     {"bf16", WeightFormat::bf16, 0, QaScales::f16_sym},     {"q4_0", WeightFormat::qa, 4, QaScales::f16_sym},
     {"q4_1", WeightFormat::qa, 4, QaScales::f16_affine},    {"q8_0", WeightFormat::qa, 8, QaScales::f16_sym},
     {"q4_k", WeightFormat::qa, 4, QaScales::kquant},        {"q5_k", WeightFormat::qa, 5, QaScales::kquant},
     {"q6_k", WeightFormat::qa, 6, QaScales::q6k},           {"gptq4_asym", WeightFormat::qa, 4, QaScales::f16_zero},
-    {"gptq8_asym", WeightFormat::qa, 8, QaScales::f16_zero},
+    {"gptq8_asym", WeightFormat::qa, 8, QaScales::f16_zero}, {"q5_1", WeightFormat::qa, 5, QaScales::f16_affine},
 };
 
 Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {

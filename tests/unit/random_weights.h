@@ -18,7 +18,7 @@ struct Format {
   QaScales scales;
 };
 
-extern const Format kFormats[11];
+extern const Format kFormats[12];
 
 // A weight of the format with random contents in the engine layout.
 Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng);
