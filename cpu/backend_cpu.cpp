@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/graph/op_params.h"
 #include "core/util/threads.h"
 #include "core/model/model.h"
 #include "cpu/matmul.h"
@@ -51,11 +52,16 @@ class CpuBackend final : public Backend {
     switch (n.op) {
       case Op::embed:
         for (int64_t t = 0; t < rows; ++t) dequantize_row(*n.weight, ctx.batch->tokens[t], out + t * w_out);
+        if (n.scale != 1)
+          for (int64_t i = 0; i < rows * w_out; ++i) out[i] *= n.scale;
         break;
-      case Op::rms_norm:
-        cpu::rms_norm(in0, n.vec->data(), out, rows, w_out, n.eps, fused_q);
+      case Op::rms_norm: {
+        const int64_t d = static_cast<int64_t>(n.vec->size());  // the width, or a head's (Gemma 3's Q and K norms)
+        if (d != w_out && fused_q) throw Error("internal: a per-head norm's output feeds a matmul");
+        cpu::rms_norm(in0, n.vec->data(), out, rows * (w_out / d), d, n.eps, fused_q);
         out_q.valid = fused_q != nullptr;
         break;
+      }
       case Op::matmul: {
         const Weight& w = *n.weight;
         const float* x = in0;
@@ -77,8 +83,7 @@ class CpuBackend final : public Backend {
       case Op::rope: {
         const ModelSpec& s = *ctx.spec;
         if (out != in0) std::memcpy(out, in0, sizeof(float) * rows * w_out);
-        cpu::rope(out, rows, ctx.batch->pos.data(),
-                  {w_out / s.head_dim, s.head_dim, s.rope_dim, s.rope_theta, s.rope_freq_scale, s.rope_style});
+        cpu::rope(out, rows, ctx.batch->pos.data(), rope_params(n, s, w_out));
         break;
       }
       case Op::attention:
@@ -86,6 +91,10 @@ class CpuBackend final : public Backend {
         break;
       case Op::swiglu:
         cpu::swiglu(in0, ctx.buf(n.in[1]), out, rows, w_out, fused_q);
+        out_q.valid = fused_q != nullptr;
+        break;
+      case Op::geglu:
+        cpu::geglu(in0, ctx.buf(n.in[1]), out, rows, w_out, fused_q);
         out_q.valid = fused_q != nullptr;
         break;
       case Op::add: cpu::add(in0, ctx.buf(n.in[1]), out, rows * w_out); break;

@@ -102,6 +102,22 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
   });
 }
 
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq) {
+  if (yq) yq->resize(n, d);
+  const RowKernels& k = row_kernels(selected_isa());
+  parallel_for(n, rows_per_chunk(d), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t i = t * d; i < (t + 1) * d; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+      if (yq) quantize_row(k, y + t * d, t, *yq);
+    }
+  });
+}
+
 }  // namespace cpu
 
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out, Isa isa) {

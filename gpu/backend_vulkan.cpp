@@ -123,7 +123,8 @@ class VulkanBackend final : public Backend {
       case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with the router, up and down
       case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
       case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
-      case Op::rms_norm: return vectors_.count(n.vec) > 0;
+      // The norms of whole rows (Gemma 3's per-head Q and K norms run on the CPU).
+      case Op::rms_norm: return vectors_.count(n.vec) > 0 && n.vec->size() == static_cast<size_t>(spec_.n_embd);
       case Op::gather_out:
       case Op::add:
       case Op::swiglu: return true;
@@ -287,9 +288,8 @@ class VulkanBackend final : public Backend {
       }
       case Op::rope: {
         const gpu::Buffer& x = input(n.in[0], ctx);
-        const RopeParams p{width / spec_.head_dim, spec_.head_dim, spec_.rope_dim, spec_.rope_theta,
-                                spec_.rope_freq_scale, spec_.rope_style};
-        gpu::rope(*dev_, s, x, 0, batch_tables(ctx), rows, p);
+        const RopeParams p = rope_params(n, spec_, width);
+        gpu::rope(*dev_, s, x, 0, batch_tables(ctx, p), rows, p);
         written(n.out);
         break;
       }
@@ -345,22 +345,30 @@ class VulkanBackend final : public Backend {
       block_tables_.insert(block_tables_.end(), table.begin(), table.end());
     }
     if (block_tables_.empty()) block_tables_.push_back(0);
-    const RopeParams p{1, spec_.head_dim, spec_.rope_dim, spec_.rope_theta, spec_.rope_freq_scale, spec_.rope_style};
-    tables_ = spec_.rope_dim >= 2 ? gpu::rope_tables(b.pos.data(), n, p) : std::vector<float>(1);
     ensure(pos_, n * 4, "positions", &ctx);
     ensure(base_buf_, n * 4, "cache offsets", &ctx);
     ensure(block_tables_buf_, block_tables_.size() * 4, "block tables", &ctx);
-    ensure(tables_buf_, tables_.size() * 4, "RoPE tables", &ctx);
     gpu::Stream& s = stream();
     s.upload(*pos_, b.pos.data(), n * 4);
     s.upload(*base_buf_, base_.data(), n * 4);
     s.upload(*block_tables_buf_, block_tables_.data(), block_tables_.size() * 4);
-    s.upload(*tables_buf_, tables_.data(), tables_.size() * 4);
+    for (RopeTable& t : rope_tables_) t.current = false;
     batch_uploaded_ = true;
   }
-  const gpu::Buffer& batch_tables(RunContext& ctx) {
+  // The batch's RoPE cos/sin tables for p's base and scale: one per pair the
+  // graph uses (Gemma 3's local and global layers differ), made once a batch.
+  const gpu::Buffer& batch_tables(RunContext& ctx, const RopeParams& p) {
     upload_batch(ctx);
-    return *tables_buf_;
+    auto it = std::find_if(rope_tables_.begin(), rope_tables_.end(),
+                           [&](const RopeTable& t) { return t.theta == p.theta_base && t.scale == p.freq_scale; });
+    if (it == rope_tables_.end()) it = rope_tables_.insert(rope_tables_.end(), RopeTable{p.theta_base, p.freq_scale, nullptr, false});
+    if (!it->current) {
+      const std::vector<float> cs = gpu::rope_tables(ctx.batch->pos.data(), ctx.batch->size(), p);
+      ensure(it->buf, cs.size() * 4, "RoPE tables", &ctx);
+      stream().upload(*it->buf, cs.data(), cs.size() * 4);
+      it->current = true;
+    }
+    return *it->buf;
   }
 
   void run_attention(const Node& n, RunContext& ctx) {
@@ -452,12 +460,17 @@ class VulkanBackend final : public Backend {
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_, block_tables_buf_, tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_, block_tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
       expert_y_;
+  struct RopeTable {
+    float theta, scale;
+    std::unique_ptr<gpu::Buffer> buf;
+    bool current;  // made for this batch
+  };
+  std::vector<RopeTable> rope_tables_;
   std::vector<uint32_t> base_;
   std::vector<int32_t> block_tables_;  // of the batch's sequences, each once
   std::vector<int64_t> table_at_;      // per sequence: where its table starts in block_tables_ (-1: not in the batch)
-  std::vector<float> tables_;
 };
 
 std::unique_ptr<Backend> make_vulkan_backend(const BackendRequest& r, std::string* plan) {

@@ -13,12 +13,13 @@ namespace basalt {
 
 // The one list of ops: the enum and the names come from it.
 #define BASALT_OPS(X)                                                            \
-  X(embed)      /* out[t] = token_embd[token t]                               */ \
-  X(rms_norm)   /* out = in0 / rms(in0) * vec                                 */ \
+  X(embed)      /* out[t] = token_embd[token t] * scale                       */ \
+  X(rms_norm)   /* out = in0 / rms(in0) * vec, per slice of vec's width       */ \
   X(matmul)     /* out = in0 W^T (+ vec, the bias)                            */ \
   X(rope)       /* out = in0 rotated by each token's position (may alias)    */ \
   X(attention)  /* out = softmax(q k^T) v over the KV cache; stores k, v     */ \
   X(swiglu)     /* out = silu(in0) * in1                                      */ \
+  X(geglu)      /* out = gelu(in0) * in1 (GELU's tanh form)                  */ \
   X(add)        /* out = in0 + in1                                            */ \
   X(moe)        /* out = sum of the top-k experts' SwiGLU FFNs of in0        */ \
   X(gather_out) /* out = the rows of in0 whose token wants logits             */
@@ -51,6 +52,8 @@ struct Node {
   const MoeWeights* moe = nullptr;
   int layer = -1;  // the block the node belongs to (-1: before or after the blocks)
   float eps = 0;  // rms_norm
+  float scale = 1;  // embed
+  float rope_theta = 0, rope_freq_scale = 1;  // rope: this layer's base and position scale
 };
 
 struct Graph {

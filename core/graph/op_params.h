@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/error.h"
+#include "core/graph/graph.h"
 #include "core/model/model_spec.h"
 
 namespace basalt {
@@ -14,5 +16,11 @@ struct RopeParams {
   float theta_base, freq_scale;
   RopeStyle style;
 };
+
+// A rope node's parameters over rows of width values: its layer's base and scale.
+inline RopeParams rope_params(const Node& n, const ModelSpec& s, int64_t width) {
+  if (!(n.rope_theta > 0)) throw Error("internal: a rope node without its base");
+  return {width / s.head_dim, s.head_dim, s.rope_dim, n.rope_theta, n.rope_freq_scale, s.rope_style};
+}
 
 }  // namespace basalt

@@ -72,6 +72,9 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
     l.attn_norm = L.floats(w(n.attn_norm, i), E);
     l.ffn_norm = L.floats(w(n.ffn_norm, i), E);
+    if (!n.q_norm.empty()) l.q_norm = L.floats(w(n.q_norm, i), s.head_dim), l.k_norm = L.floats(w(n.k_norm, i), s.head_dim);
+    if (!n.attn_post_norm.empty())
+      l.attn_post_norm = L.floats(w(n.attn_post_norm, i), E), l.ffn_post_norm = L.floats(w(n.ffn_post_norm, i), E);
     l.wq = L.weight(w(n.q, i), {E, Q});
     l.wk = L.weight(w(n.k, i), {E, KV});
     l.wv = L.weight(w(n.v, i), {E, KV});

@@ -21,6 +21,7 @@ namespace basalt {
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> bq, bk, bv;  // empty without attention biases
+  std::vector<float> q_norm, k_norm, attn_post_norm, ffn_post_norm;  // empty where the architecture has none
   Weight wq, wk, wv, wo;
   Weight w_gate, w_up, w_down;    // dense FFN
   Weight router;                  // MoE: [n_expert][n_embd]

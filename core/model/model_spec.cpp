@@ -22,6 +22,8 @@ void validate_spec(const ModelSpec& s, const std::string& where) {
         "expert_used_count " + std::to_string(s.n_expert_used) + " of expert_count " + std::to_string(s.n_expert));
   check(s.rms_eps > 0 && s.rms_eps < 1, "layer_norm_rms_epsilon");
   check(s.rope_theta > 0, "rope.freq_base");
+  check(s.sliding_window >= 0 && s.swa_period >= 0 && s.rope_theta_swa >= 0, "sliding window " +
+        std::to_string(s.sliding_window) + ", period " + std::to_string(s.swa_period));
   check(s.n_ctx_train > 0, "context_length");
 }
 
@@ -59,6 +61,7 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
   }
   s.rope_style = info->gguf_rope;
   s.attn_bias = info->attn_bias;
+  if (info->read_gguf) info->read_gguf(f, s);
 
   validate_spec(s, f.path());
   return s;

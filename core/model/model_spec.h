@@ -27,6 +27,14 @@ struct ModelSpec {
   // Attention sees only the last sliding_window positions (0: all). Not
   // implemented: contexts longer than the window are refused (check_context).
   int64_t sliding_window = 0;
+  // Which layers have the window: all of them (0, Mistral), or all but every
+  // swa_period-th (Gemma 3's local/global interleave: 6, layers 5, 11, ... global).
+  int64_t swa_period = 0;
+  float rope_theta_swa = 0;  // the windowed layers' RoPE base (0: rope_theta), their position scale 1
+
+  bool layer_windowed(int64_t layer) const {
+    return sliding_window > 0 && (swa_period == 0 || layer % swa_period != swa_period - 1);
+  }
 
   // Error unless the engine runs this model right over n_ctx positions (the
   // KV cache calls it, so every path that runs the model is covered).

@@ -15,6 +15,7 @@
 
 namespace basalt {
 
+class GgufFile;
 class Model;
 
 // Where a model's tensors live in one file format, without the ".weight"
@@ -26,6 +27,8 @@ struct TensorNames {
   std::string q, k, v, o;                      // attention's linear layers (with .bias where attn_bias)
   std::string gate, up, down;                  // the dense FFN
   std::string router, gate_exps, up_exps, down_exps;  // MoE: GGUF stacks the experts, HF has one tensor per {e}
+  std::string q_norm, k_norm;                  // per head, before RoPE (Gemma 3)
+  std::string attn_post_norm, ffn_post_norm;   // on the blocks' outputs, before the residual add (Gemma 3)
 };
 
 // An HF config.json "architectures" class this architecture reads (and the
@@ -45,6 +48,8 @@ struct ArchDescriptor {
   bool hf_sliding_window;     // whether config.json's sliding_window applies unless use_sliding_window says no
   TensorNames gguf, hf;
   Graph (*build_graph)(const Model& m);
+  // The GGUF metadata only this architecture has, read after the common keys (nullptr: none).
+  void (*read_gguf)(const GgufFile& f, ModelSpec& s) = nullptr;
 };
 
 // The table; nullptr for an unknown name or class.

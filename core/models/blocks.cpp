@@ -30,8 +30,10 @@ void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const 
   g.add(Op::matmul, t.q, {t.h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
   g.add(Op::matmul, t.k, {t.h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
   g.add(Op::matmul, t.v, {t.h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
-  g.add(Op::rope, t.q, {t.q});
-  g.add(Op::rope, t.k, {t.k});
+  for (int x : {t.q, t.k}) {
+    Node& rope = g.add(Op::rope, x, {x});
+    rope.rope_theta = s.rope_theta, rope.rope_freq_scale = s.rope_freq_scale;
+  }
   g.add(Op::attention, t.att, {t.q, t.k, t.v});
   g.add(Op::matmul, t.o, {t.att}).weight = &l.wo;
   g.add(Op::add, t.x, {t.x, t.o});

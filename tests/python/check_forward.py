@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=__doc__.split("\n", 1)[1])
     p.add_argument("--dump-logits", required=True, metavar="BIN", help="engine logits tool")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="a .gguf file, or 'default' for SmolLM2")
+    src.add_argument("--model", help="a .gguf file, 'default' for SmolLM2 or 'gemma3' for Gemma 3 270M")
     src.add_argument("--case", help="a case name from forward_cases.py")
     src.add_argument("--make", nargs=argparse.REMAINDER, metavar="OPTION",
                      help="make_model.py options (must come last)")
@@ -324,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             make_model.write_model(model, config)
         elif model == "default":
             model = make_model.default_model_path()
+        elif model == "gemma3":
+            model = make_model.gemma3_model_path()
         return check(ns.dump_logits, model, tokens, n_tokens, ns, work)
 
 

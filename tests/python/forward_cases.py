@@ -31,7 +31,7 @@ import sys
 class Case:
     name: str
     make: tuple[str, ...] = ()       # make_model.py options (without OUT)
-    model: str = ""                  # "default" = the real SmolLM2 file, no make
+    model: str = ""                  # "default" = the real SmolLM2 file, "gemma3" = Gemma 3 270M; no make
     tokens: tuple[int, ...] = ()     # empty: n_tokens ids drawn from a fixed seed
     n_tokens: int = 32
     gpu: str = ""                    # a GPU placement (--gpu) for the engine: "" = CPU only
@@ -51,6 +51,11 @@ KQ = ("--n-embd", "256", "--n-ff", "512", "--n-head", "4", "--n-head-kv", "2")  
 # in the SmolLM2 vocabulary (ids looked up from tokenizer.ggml.tokens).
 SMOLLM2_PROMPT = (504, 3575, 282, 4649, 314, 7042, 30, 657, 314, 253, 3953, 2240, 351,
                   800, 14739, 284)
+
+
+# "<bos>The capital of France is the capital of the country of France. It is"
+# in the Gemma 3 vocabulary (tests/data/greedy/gemma3.json's first case).
+GEMMA3_PROMPT = (2, 818, 5279, 529, 7001, 563, 506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563)
 
 
 def _dense(arch: str, wtype: str, *extra: str) -> tuple[str, ...]:
@@ -101,17 +106,19 @@ CASES: list[Case] = [
     Case("llama_q4_0_smollm2_vocab", _dense("llama", "q4_0", "--vocab", "smollm2"), n_tokens=16),
     # the real model (SmolLM2-135M-Instruct Q4_1; token_embd Q8_0, tied)
     Case("smollm2_real", model="default", tokens=SMOLLM2_PROMPT),
+    # Gemma 3 270M (Q4_K_M: Q5_0, Q4_K, Q6_K, Q8_0 tensors; local and global layers)
+    Case("gemma3_real", model="gemma3", tokens=GEMMA3_PROMPT),
 ]
 
 # The Vulkan backend (lavapipe in CI): the same bounds against the same
-# reference. "all": whole blocks (every weight format has a matmul shader)
-# and the MoE experts; "attn":
+# reference. "all": whole blocks (every weight format has a matmul shader;
+# Gemma 3's per-head norms and GeGLU stay on the CPU) and the MoE experts; "attn":
 # attention only; "experts": the MoE layers (router, routing, experts'
 # matmuls and their weighted sum, all on the device).
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",
-                 "llama_moe4_top2_f32")),
+                 "llama_moe4_top2_f32", "gemma3_real")),
         ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")),
         ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
         ("attn,experts", ("llama_moe4_top2_q8_0",)))
@@ -137,7 +144,8 @@ CASES += [Case("gpu_all_llama_q8_0_partial", ("--arch", "llama", "--type", "q8_0
 # dims 64 and 32, GQA, a long context, the real model; on the CPU and on the
 # device (whole model, attention decoding token by token, and the device lost
 # mid-run, so the CPU's q8 cache takes over).
-_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real")),
+_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real",
+             "gemma3_real")),
        ("all", ("llama_q8_0_4layers_long", "smollm2_real")),
        ("attn", ("llama_gqa4_f32",)))
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8",

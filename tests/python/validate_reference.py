@@ -86,6 +86,8 @@ def stats(got: np.ndarray, ref: np.ndarray) -> dict:
 def case_model(case: forward_cases.Case, work: Path) -> str:
     if case.model == "default":
         return make_model.default_model_path()
+    if case.model == "gemma3":
+        return make_model.gemma3_model_path()
     path = str(work / f"{case.name}.gguf")
     make_model.write_model(path, make_model.parse_config(list(case.make)))
     return path
@@ -106,8 +108,10 @@ def write_bounds(cases: list[forward_cases.Case], work: Path) -> int:
         print(f"{case.name:34} NMSE {s['nmse']:9.2e} argmax {s['argmax']}", flush=True)
     out = check_forward.LLAMA_CPP_ERROR
     out.parent.mkdir(parents=True, exist_ok=True)
+    # The cases not run this time (--cases) keep their figures.
+    kept = json.loads(out.read_text())["cases"] if out.exists() else {}
     out.write_text(json.dumps({"llama_cpp_python": llama_cpp.__version__, "kv_cache": "f16",
-                               "cases": measured}, indent=1) + "\n")
+                               "cases": kept | measured}, indent=1) + "\n")
     print(f"wrote {out}")
     return 0
 

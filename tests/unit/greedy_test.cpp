@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The golden-token test on the default model against llama.cpp
-// (tests/data/greedy/smollm2.json, made by tests/python/make_greedy_refs.py).
+// The golden-token tests on the default model and Gemma 3 against llama.cpp
+// (tests/data/greedy/*.json, made by tests/python/make_greedy_refs.py).
 //
 // llama.cpp's greedy tokens are fed back through basalt (teacher forcing).
 // At every step llama.cpp's token must be a near-tie at worst in basalt's own
@@ -30,17 +30,19 @@ constexpr double kMinAgreement = 0.95;
 // run and token-by-token decoding (other summation orders, AMX against AVX-512).
 constexpr float kOwnTie = 0.05f;
 
-TEST(Greedy, MatchesLlamaCppOnSmolLM2) {
-  std::ifstream f(test::data_path("greedy/smollm2.json"));
-  ASSERT_TRUE(f) << "missing tests/data/greedy/smollm2.json";
+// The cases of tests/data/greedy/NAME.json on the model at path.
+void expect_llama_cpp_greedy(const std::string& name, const std::string& path) {
+  std::ifstream f(test::data_path("greedy/" + name + ".json"));
+  ASSERT_TRUE(f) << "missing tests/data/greedy/" << name << ".json";
   const nlohmann::json ref = nlohmann::json::parse(f);
-  auto model = Model::load(test::smollm2_path());
+  const bool add_bos = ref.value("add_bos", false);
+  auto model = Model::load(path);
   const int64_t V = model->spec().n_vocab;
   int steps = 0, agree = 0;
   float worst_regret = 0;
   for (const auto& c : ref["cases"]) {
     SCOPED_TRACE(c["kind"].get<std::string>() + ": " + c["prompt"].get<std::string>());
-    const auto prompt = model->tokenizer().encode(c["text"].get<std::string>(), false, true);
+    const auto prompt = model->tokenizer().encode(c["text"].get<std::string>(), add_bos, true);
     ASSERT_EQ(prompt, c["prompt_ids"].get<std::vector<int32_t>>());
     const auto expected = c["greedy_ids"].get<std::vector<int32_t>>();
     const auto margins = c["top2_margins"].get<std::vector<float>>();
@@ -87,6 +89,12 @@ TEST(Greedy, MatchesLlamaCppOnSmolLM2) {
               worst_regret);
   EXPECT_GE(agree, kMinAgreement * steps);
 }
+
+TEST(Greedy, MatchesLlamaCppOnSmolLM2) { expect_llama_cpp_greedy("smollm2", test::smollm2_path()); }
+
+// Gemma 3: per-head Q/K norms, post norms, GeGLU, local and global layers
+// (each prompt and its 48 tokens lie inside the 512-token window).
+TEST(Greedy, MatchesLlamaCppOnGemma3) { expect_llama_cpp_greedy("gemma3", test::gemma3_path()); }
 
 }  // namespace
 }  // namespace basalt

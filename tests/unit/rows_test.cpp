@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The row kernels (cpu/rows.h) of every ISA against the reference: int8
 // quantization byte for byte, SwiGLU within the vector exp's error; and the
-// fused ops (rms_norm / swiglu making the int8 form as they go) against the
-// two-pass result.
+// fused ops (rms_norm / swiglu / geglu making the int8 form as they go)
+// against the two-pass result; GeGLU against its formula.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,7 +150,32 @@ TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
       EXPECT_EQ(y, y2);
       quantize_activations(y2.data(), n, d, two_pass);
       expect_same(fused, two_pass, "swiglu");
+      geglu(x.data(), u.data(), y.data(), n, d, &fused);
+      geglu(x.data(), u.data(), y2.data(), n, d);
+      EXPECT_EQ(y, y2);
+      quantize_activations(y2.data(), n, d, two_pass);
+      expect_same(fused, two_pass, "geglu");
     }
+  }
+}
+
+// GeGLU against GELU's tanh form in double precision (HF's gelu_pytorch_tanh,
+// Gemma's activation), and a few values of GELU itself.
+TEST(RowKernels, GegluMatchesTheFormula) {
+  EXPECT_EQ(gelu_tanh(0.0f), 0.0f);
+  EXPECT_NEAR(gelu_tanh(1.0f), 0.8411920, 1e-6);
+  EXPECT_NEAR(gelu_tanh(-1.0f), -0.1588080, 1e-6);
+  EXPECT_NEAR(gelu_tanh(-10.0f), 0.0, 1e-6);
+  EXPECT_NEAR(gelu_tanh(10.0f), 10.0, 1e-5);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0, 3);
+  const int64_t n = 5, d = 300;
+  std::vector<float> g(static_cast<size_t>(n * d)), u(g.size()), y(g.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = nd(rng), u[i] = nd(rng);
+  geglu(g.data(), u.data(), y.data(), n, d);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i], want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+    EXPECT_NEAR(y[i], want, 1e-5 * (1 + std::fabs(want))) << "gate " << g[i] << " up " << u[i];
   }
 }
 
