@@ -114,7 +114,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   if (!kern) return attention_ref(q, k, v, out, batch, kv, layer, spec);
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t n_kv = spec.n_head_kv, group = spec.n_head / n_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = spec.query_scale();
 
   static thread_local Work work;
   Work& w = work;  // the caller's: OpenMP threads below must not see their own thread_local

@@ -57,7 +57,8 @@ class CpuBackend final : public Backend {
         break;
       case Op::rms_norm: {
         const int64_t d = static_cast<int64_t>(n.vec->size());  // the width, or a head's (Gemma 3's Q and K norms)
-        if (d != w_out && fused_q) throw Error("internal: a per-head norm's output feeds a matmul");
+        if (d <= 0 || w_out % d != 0 || (d != w_out && fused_q))
+          throw Error("internal: a norm of " + std::to_string(d) + " weights over rows of " + std::to_string(w_out));
         cpu::rms_norm(in0, n.vec->data(), out, rows * (w_out / d), d, n.eps, fused_q);
         out_q.valid = fused_q != nullptr;
         break;

@@ -104,6 +104,7 @@ struct AttentionOp {
   // and the largest position of the tokens; nullptr / -1: no split.
   const Buffer* partial = nullptr;
   int64_t max_pos = -1;
+  float scale = 0;  // the queries' (0: 1 / sqrt(head_dim))
 };
 bool attention_supported(int64_t head_dim, KvType kv = KvType::f16);
 size_t attention_partial_bytes(int64_t head_dim);

@@ -93,7 +93,8 @@ void convert_row(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* quant
           std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
           // w = d (q - 16) = d q + (-16 d): -16 d is exact in f16 unless it overflows.
           const float bias = -16.0f * f16_to_f32(blk.d);
-          if (!std::isfinite(bias)) throw Error("a Q5_0 block's scale is too large (" + std::to_string(f16_to_f32(blk.d)) + ")");
+          if (!(std::fabs(bias) <= 65504.0f))  // the largest f16
+            throw Error("a Q5_0 block's scale is too large for its zero point in f16 (" + std::to_string(f16_to_f32(blk.d)) + ")");
           d = blk.d, m = f32_to_f16(bias);
           qh = src + b * sizeof blk + offsetof(ggml::BlockQ5_0, qh), qs = src + b * sizeof blk + offsetof(ggml::BlockQ5_0, qs);
         } else {

@@ -2,6 +2,7 @@
 // An architecture's hyper-parameters, read from GGUF metadata and validated.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,9 @@ struct ModelSpec {
   // swa_period-th (Gemma 3's local/global interleave: 6, layers 5, 11, ... global).
   int64_t swa_period = 0;
   float rope_theta_swa = 0;  // the windowed layers' RoPE base (0: rope_theta), their position scale 1
+  float attn_scale = 0;      // queries' scale in attention (0: 1 / sqrt(head_dim))
+
+  float query_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 
   bool layer_windowed(int64_t layer) const {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period != swa_period - 1);

@@ -2,6 +2,8 @@
 // The table of architectures: one line per core/models/<name>.cpp.
 #include "core/models/arch.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/model/model.h"
 
@@ -41,8 +43,13 @@ std::string supported_arch_names() {
 
 std::string supported_hf_class_names() {
   std::string s;
+  std::vector<std::string> seen;  // Mistral's class is in two descriptors' lists
   for (const ArchDescriptor* a : architectures())
-    for (const HfClass& c : a->hf_classes) s += (s.empty() ? "" : ", ") + std::string(c.name);
+    for (const HfClass& c : a->hf_classes)
+      if (std::find(seen.begin(), seen.end(), c.name) == seen.end()) {
+        seen.push_back(c.name);
+        s += (s.empty() ? "" : ", ") + std::string(c.name);
+      }
   return s;
 }
 

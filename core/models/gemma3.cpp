@@ -8,6 +8,7 @@
 // are plain RMS norms here. No HF class yet (its norm weights are the w alone).
 #include <cmath>
 
+#include "core/error.h"
 #include "core/gguf/gguf.h"
 #include "core/models/arch.h"
 #include "core/models/blocks.h"
@@ -29,17 +30,23 @@ const TensorNames& gemma3_gguf_names() {
 }
 
 // llama.cpp's defaults where the file says nothing: a global layer every 6th,
-// local RoPE base 10000 (src/llama-model.cpp, LLM_ARCH_GEMMA3).
+// local RoPE base 10000, queries scaled by HF's query_pre_attn_scalar^-1/2,
+// which GGUF does not carry: head_dim but for the 27B (62 layers), whose
+// scalar is n_embd / n_head (src/llama-model.cpp, LLM_ARCH_GEMMA3).
 void read_gemma3_gguf(const GgufFile& f, ModelSpec& s) {
   s.sliding_window = f.get_int("gemma3.attention.sliding_window").value_or(0);
   s.swa_period = f.get_int("gemma3.attention.sliding_window_pattern").value_or(6);
   s.rope_theta_swa = static_cast<float>(f.get_float("gemma3.rope.freq_base_swa").value_or(10000.0));
+  if (s.n_layer == 62) s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd / s.n_head));
+  if (f.get_float("gemma3.final_logit_softcapping").value_or(0.0) != 0.0)
+    throw Error(f.path() + ": final logit soft-capping (gemma3.final_logit_softcapping) is not supported yet");
 }
 
 Graph build_gemma3_graph(const Model& m) {
   const ModelSpec& s = m.spec();
   Graph g;
   const DecoderTensors t = add_decoder_tensors(g, s);
+  const int post = g.add_tensor("post", s.n_embd);  // a block's output normed (not h: no qa matmul reads it)
   g.add(Op::embed, t.x, {}).weight = &m.token_embd(), g.nodes.back().scale = std::sqrt(static_cast<float>(s.n_embd));
   auto norm = [&](int out, int in, const std::vector<float>& w) {
     Node& n = g.add(Op::rms_norm, out, {in});
@@ -63,15 +70,15 @@ Graph build_gemma3_graph(const Model& m) {
     }
     g.add(Op::attention, t.att, {t.q, t.k, t.v});
     matmul(t.o, t.att, l.wo);
-    norm(t.h, t.o, l.attn_post_norm);
-    g.add(Op::add, t.x, {t.x, t.h});
+    norm(post, t.o, l.attn_post_norm);
+    g.add(Op::add, t.x, {t.x, post});
     norm(t.h, t.x, l.ffn_norm);
     matmul(t.gate, t.h, l.w_gate);
     matmul(t.up, t.h, l.w_up);
     g.add(Op::geglu, t.gate, {t.gate, t.up});
     matmul(t.o, t.gate, l.w_down);
-    norm(t.h, t.o, l.ffn_post_norm);
-    g.add(Op::add, t.x, {t.x, t.h});
+    norm(post, t.o, l.ffn_post_norm);
+    g.add(Op::add, t.x, {t.x, post});
   }
   build_output(g, m, t);
   return g;

@@ -48,7 +48,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t n = batch.size(), hd = spec.head_dim, kvd = spec.kv_dim(), qd = spec.q_dim();
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = spec.query_scale();
   engine_pool().run(n * spec.n_head, [&](int64_t unit, int) {
     {
       const int64_t t = unit / spec.n_head, h = unit % spec.n_head;

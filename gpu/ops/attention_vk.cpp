@@ -89,7 +89,7 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(op.o_offset, "o offset"),
                   u32(op.pos_offset, "pos offset"),
                   u32(op.window, "window"),
-                  1.0f / std::sqrt(static_cast<float>(op.head_dim)),
+                  op.scale > 0 ? op.scale : 1.0f / std::sqrt(static_cast<float>(op.head_dim)),
                   u32(splits, "splits")};
   const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))

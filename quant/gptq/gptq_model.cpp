@@ -109,6 +109,11 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
                                                          const ModelQuantizeOptions& o,
                                                          const std::function<void(const QuantizeProgress&)>& progress) {
   const ModelSpec& s = model.spec();
+  // Before any calibration: a checkpoint needs the architecture's HF class
+  // and names, and the block walk below is llama's (Gemma 3's has more).
+  if (find_arch(s.arch)->hf_classes.empty())
+    throw Error("quantize: architecture " + s.arch + " cannot be written as an HF GPTQ checkpoint yet (supported: " +
+                supported_hf_class_names() + ")");
   const size_t n_dense = s.is_moe() ? kNumAttentionLinears : std::size(kBlockLinears);
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const LayerWeights& l = model.layer(i);

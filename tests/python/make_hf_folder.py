@@ -19,6 +19,7 @@ vocabularies); --pre gives a byte-level BPE one another pre-tokenizer, and
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import struct
@@ -58,19 +59,31 @@ def field(r: gguf.GGUFReader | dict, key: str, default=None):
     return default if f is None else f.contents()
 
 
+CACHE_MIN_BYTES = 64 << 20  # the real models of the packages; the tests' small temporary ones read fast
+
+
 def tokenizer_fields(path: str) -> dict:
-    """The GGUF's tokenizer.* metadata, cached in ~/.cache/basalt-tests by the file's name, size and mtime:
-    gguf's reader takes about 30 s over Gemma 3's 262,144-token arrays, and the tests make several folders of it."""
+    """The GGUF's tokenizer.* metadata. gguf's reader takes about 16 s over Gemma 3's 262,144-token
+    arrays and the tests make several folders of it, so a large file's fields are cached in
+    ~/.cache/basalt-tests, by its absolute path, size and mtime (v1: this function's output)."""
     st = os.stat(path)
-    cache = Path.home() / ".cache" / "basalt-tests" / f"{Path(path).name}-{st.st_size}-{st.st_mtime_ns}.tokenizer.json"
-    if cache.exists():
-        return json.loads(cache.read_text())
+    key = f"{os.path.abspath(path)}-{st.st_size}-{st.st_mtime_ns}-v1".encode()
+    cache = Path.home() / ".cache" / "basalt-tests" / f"{Path(path).name}-{hashlib.sha256(key).hexdigest()[:16]}.json"
+    if st.st_size >= CACHE_MIN_BYTES:
+        try:
+            return json.loads(cache.read_text())
+        except (OSError, ValueError):  # none yet, or unreadable: read the file
+            pass
     r = gguf.GGUFReader(path)
     fields = {key: field(r, key) for key in r.fields if key.startswith("tokenizer.")}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # tests run in parallel: whole files only
-    tmp.write_text(json.dumps(fields))
-    os.replace(tmp, cache)
+    if st.st_size >= CACHE_MIN_BYTES:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # tests run in parallel: whole files only
+            tmp.write_text(json.dumps(fields))
+            os.replace(tmp, cache)
+        except OSError:  # a read-only home: no cache, same result
+            pass
     return fields
 
 

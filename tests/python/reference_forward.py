@@ -176,7 +176,9 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd)         # [n_head, n_tok, n_tok]
+    # Gemma 3: HF's query_pre_attn_scalar, head_dim but for the 27B (62 layers): n_embd / n_head
+    scale_dim = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else hd
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
     if m.local(i):                                                 # keys window or more before it
         masked |= np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.window)
