@@ -29,7 +29,8 @@ constexpr int64_t kKeyAlign = kCacheBlock;  // key ranges start at a block of th
 
 struct Tile {
   int64_t t0, n_tok;  // batch tokens [t0, t0 + n_tok), all of one sequence
-  int64_t keys;       // 1 + their largest position: the tile reads positions [0, keys)
+  int64_t first;      // the tile reads positions [first, keys): 0, or the window's start for its
+  int64_t keys;       // first token, down to a cache block; keys: 1 + their largest position
 };
 
 struct Piece {
@@ -122,10 +123,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   // Tiles: runs of consecutive tokens of one sequence.
   const int64_t tile_tok = std::max<int64_t>(1, kTileRows / group);
   w.tiles.clear();
+  const int64_t window = spec.layer_windowed(layer) ? spec.sliding_window : 0;
   for (int64_t t = 0; t < n;) {
-    Tile tl{t, 0, 0};
-    for (; t < n && tl.n_tok < tile_tok && batch.seq[t] == batch.seq[tl.t0]; ++t, ++tl.n_tok)
+    Tile tl{t, 0, INT64_MAX, 0};
+    for (; t < n && tl.n_tok < tile_tok && batch.seq[t] == batch.seq[tl.t0]; ++t, ++tl.n_tok) {
       tl.keys = std::max<int64_t>(tl.keys, batch.pos[t] + 1);
+      tl.first = std::min<int64_t>(tl.first, window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0);
+    }
+    tl.first = tl.first / kKeyAlign * kKeyAlign;
     w.tiles.push_back(tl);
   }
 
@@ -143,13 +148,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   size_t state = 0;
   for (size_t ti = 0; ti < w.tiles.size(); ++ti) {
     const Tile& tl = w.tiles[ti];
-    int64_t chunk = tl.keys;
-    if (splits > 1) chunk = std::max(kMinPieceKeys, round_up((tl.keys + splits - 1) / splits, kKeyAlign));
+    const int64_t span = tl.keys - tl.first;
+    int64_t chunk = span;
+    if (splits > 1) chunk = std::max(kMinPieceKeys, round_up((span + splits - 1) / splits, kKeyAlign));
     for (int64_t kvh = 0; kvh < n_kv; kvh += heads_per_piece) {
       const int64_t nh = std::min(heads_per_piece, n_kv - kvh), rows = nh * tl.n_tok * group;
       w.first.push_back(static_cast<int64_t>(w.pieces.size()));
-      const bool split = chunk < tl.keys;  // then each piece's o waits in states for merge()
-      for (int64_t p0 = 0; p0 < tl.keys; p0 += chunk) {
+      const bool split = chunk < span;  // then each piece's o waits in states for merge()
+      for (int64_t p0 = tl.first; p0 < tl.keys; p0 += chunk) {
         w.pieces.push_back({static_cast<int64_t>(ti), kvh, nh, p0, std::min(tl.keys, p0 + chunk), state});
         state += static_cast<size_t>(rows * (split ? hd + 2 : 2));
       }
@@ -188,14 +194,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     const Tile& tl = w.tiles[p.tile];
     const int64_t rows = p.n_kv * tl.n_tok * group;
     const int seq = batch.seq[tl.t0];
-    const bool whole = p.p0 == 0 && p.p1 == tl.keys;
+    const bool whole = p.p0 == tl.first && p.p1 == tl.keys;
     float* s = w.states.data() + p.state;
     const uint8_t *kb = kv.key_pool(layer), *vb = kv.value_pool(layer);
     const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
                     kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
                     kv.table(seq).data(), kv.block_bytes(),
-                    p.p0, p.p1, scale,
+                    p.p0, p.p1, scale, window,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};
     kern->tile(a);

@@ -21,7 +21,7 @@ namespace basalt::cpu {
 struct AttentionTile {
   const float* q;      // row (h, i, g): q + i * ldq + (h * group + g) * head_dim, head_dim floats
   int64_t ldq;
-  const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i]
+  const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i] (a window: pos[i] - window + 1..pos[i])
   int64_t n_tok, group, n_kv, head_dim;
   // Keys and values in the cache's blocks (core/graph/kv_cache.h), f16 or
   // int8 (kv_type), ld bytes a block. Element d of KV head h at position p,
@@ -38,6 +38,7 @@ struct AttentionTile {
   int64_t ld;
   int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k
+  int64_t window;      // positions a token sees, its own included (0: all)
   // Over the positions p of [p0, p1) that row r sees, with s_p its scores:
   float* o;     // row (h, i, g): o + i * ldo + (h * group + g) * head_dim, sum_p exp(s_p - m) v_p
   int64_t ldo;

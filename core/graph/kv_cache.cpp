@@ -43,7 +43,6 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
-  spec.check_context(n_ctx);
   data_ = aligned_alloc_bytes(bytes());
   tables_.resize(static_cast<size_t>(n_seq));
   refs_.assign(static_cast<size_t>(n_blocks), 0);

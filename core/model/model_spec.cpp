@@ -67,11 +67,4 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
   return s;
 }
 
-void ModelSpec::check_context(int64_t n_ctx) const {
-  if (sliding_window > 0 && n_ctx > sliding_window)
-    throw Error("this model attends over a sliding window of " + std::to_string(sliding_window) +
-                " tokens, which basalt does not implement yet: a context of " + std::to_string(n_ctx) +
-                " tokens would give wrong attention; use " + std::to_string(sliding_window) + " tokens or less (-c)");
-}
-
 }  // namespace basalt

@@ -25,8 +25,9 @@ struct ModelSpec {
   RopeStyle rope_style = RopeStyle::normal;
   bool attn_bias = false;    // qwen2: biases on Q, K, V
   bool tied_output = false;  // no output.weight: the token embedding is reused
-  // Attention sees only the last sliding_window positions (0: all). Not
-  // implemented: contexts longer than the window are refused (check_context).
+  // Attention sees only the last sliding_window positions (0: all), its own
+  // included, on the layers layer_windowed() names. The cache still keeps
+  // every position (a ring of blocks per windowed layer would not: issue 25).
   int64_t sliding_window = 0;
   // Which layers have the window: all of them (0, Mistral), or all but every
   // swa_period-th (Gemma 3's local/global interleave: 6, layers 5, 11, ... global).
@@ -40,9 +41,6 @@ struct ModelSpec {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period != swa_period - 1);
   }
 
-  // Error unless the engine runs this model right over n_ctx positions (the
-  // KV cache calls it, so every path that runs the model is covered).
-  void check_context(int64_t n_ctx) const;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -57,7 +57,8 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       const int64_t kvh = h / group;
       std::vector<float> acc(static_cast<size_t>(hd), 0.0f), key(acc.size()), value(acc.size());
       float m = -INFINITY, l = 0;
-      for (int64_t p = 0; p <= batch.pos[t]; ++p) {
+      const int64_t window = spec.layer_windowed(layer) ? spec.sliding_window : 0;
+      for (int64_t p = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0; p <= batch.pos[t]; ++p) {
         kv.key_head(layer, batch.seq[t], p, kvh, key.data());
         kv.value_head(layer, batch.seq[t], p, kvh, value.data());
         float s = 0;

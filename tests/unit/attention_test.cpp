@@ -33,12 +33,14 @@ struct Case {
   bool interleave = false;     // the sequences' tokens alternate in the batch (else one after the other)
   float q_scale = 1;           // larger: sharper softmax, scores of tens
   float key_growth = 0;        // cached key p times 1 + key_growth * p / 1000: the rows' max jumps in late blocks
+  int64_t window = 0;          // a sliding window: each token sees its last `window` positions (0: all)
 
   std::string name() const {
     std::string s = "head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv) + " ratio " +
                     std::to_string(ratio);
     for (size_t i = 0; i < ctx.size(); ++i)
       s += " | seq " + std::to_string(i) + ": " + std::to_string(n_tok[i]) + " tokens after " + std::to_string(ctx[i]);
+    if (window) s += " | window " + std::to_string(window);
     return s + (interleave ? " interleaved" : "") + " q x" + std::to_string(q_scale) +
            (key_growth ? " keys growing x" + std::to_string(key_growth) : "");
   }
@@ -66,6 +68,14 @@ const Case kCases[] = {
     {64, 2, 3, {40, 7}, {4, 6}},       // two sequences, one after the other
     {128, 2, 4, {600, 3}, {1, 1}},     // decode of two sequences in one batch
     {64, 2, 4, {3000}, {2}, false, 4.0f, 3.0f},  // scores growing by tens along the context
+    // Sliding windows: decode and prefill across a block edge, a window of
+    // one position, shorter and longer than a block, two sequences, a split decode.
+    {64, 2, 3, {200}, {1}, false, 1.0f, 0.0f, 64},
+    {64, 2, 3, {100}, {40}, false, 1.0f, 0.0f, 50},
+    {32, 1, 2, {70}, {5}, false, 1.0f, 0.0f, 1},
+    {128, 1, 4, {4083}, {17}, false, 1.0f, 0.0f, 512},
+    {64, 2, 3, {40, 300}, {6, 3}, true, 1.0f, 0.0f, 130},
+    {80, 3, 4, {2000}, {1}, false, 1.0f, 0.0f, 1000},
 };
 
 ModelSpec spec_of(const Case& c) {
@@ -75,6 +85,7 @@ ModelSpec spec_of(const Case& c) {
   s.n_head = c.n_kv * c.ratio;
   s.head_dim = c.head_dim;
   s.n_embd = s.n_head * s.head_dim;
+  s.sliding_window = c.window;  // every layer (swa_period 0)
   return s;
 }
 
@@ -314,18 +325,27 @@ ModelSpec one_head_spec(int64_t head_dim) {
   return spec;
 }
 
-// A sliding-window model (Mistral v0.1) runs right only within its window:
-// every path that runs a model makes a cache, and the cache refuses more.
-TEST(KvCache, RefusesContextsPastASlidingWindow) {
+// The window is what the reference sees: a token attends to its last
+// `window` positions, its own included, as llama.cpp and HF mask it (a query at
+// p sees keys > p - window); only the cases above check the kernels against it.
+TEST(Attention, ReferenceWindowSeesTheLastPositions) {
   ModelSpec spec = one_head_spec(8);
-  spec.sliding_window = 64;
-  EXPECT_NO_THROW(KvCache(spec, 64, 1));
-  try {
-    KvCache(spec, 65, 1);
-    FAIL() << "a context past the window was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sliding window of 64 tokens"), std::string::npos) << e.what();
+  spec.sliding_window = 3;
+  KvCache kv = testutil::interleaved_kv_cache(spec, 8, 1, KvType::f16);
+  // Values one-hot on the position (f16-exact), keys zero: equal scores, so
+  // the output is the mean of the values the token sees.
+  std::vector<float> zero(8, 0.0f), q(8, 1.0f), out(8);
+  for (int32_t p = 0; p < 6; ++p) {
+    std::vector<float> v(8, 0.0f);
+    v[static_cast<size_t>(p)] = 1;
+    kv.store(0, 0, p, zero.data(), v.data());
   }
+  Batch b;
+  b.add(1, 6, 0, true);
+  std::vector<float> v6(8, 0.0f);
+  v6[6] = 1;
+  cpu::attention_ref(q.data(), zero.data(), v6.data(), out.data(), b, kv, 0, spec);
+  for (int d = 0; d < 8; ++d) EXPECT_FLOAT_EQ(out[static_cast<size_t>(d)], d >= 4 && d <= 6 ? 1.0f / 3 : 0.0f) << d;
 }
 
 // Per block of kBlock positions and KV head: keys transposed (what the

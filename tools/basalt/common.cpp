@@ -117,9 +117,7 @@ std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
 }
 
 int64_t context_size(const ModelOptions& o, const Model& m) {
-  const int64_t window = m.spec().sliding_window;  // the model refuses more (ModelSpec::check_context)
-  const int64_t fallback = std::min<int64_t>(m.spec().n_ctx_train, 4096);
-  return o.ctx_size > 0 ? o.ctx_size : (window > 0 ? std::min(window, fallback) : fallback);
+  return o.ctx_size > 0 ? o.ctx_size : std::min<int64_t>(m.spec().n_ctx_train, 4096);
 }
 
 }  // namespace basalt::cli
