@@ -144,8 +144,7 @@ CASES += [Case("gpu_all_llama_q8_0_partial", ("--arch", "llama", "--type", "q8_0
 # dims 64 and 32, GQA, a long context, the real model; on the CPU and on the
 # device (whole model, attention decoding token by token, and the device lost
 # mid-run, so the CPU's q8 cache takes over).
-_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real",
-             "gemma3_real")),
+_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real")),
        ("all", ("llama_q8_0_4layers_long", "smollm2_real")),
        ("attn", ("llama_gqa4_f32",)))
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8",
