@@ -123,7 +123,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   // Tiles: runs of consecutive tokens of one sequence.
   const int64_t tile_tok = std::max<int64_t>(1, kTileRows / group);
   w.tiles.clear();
-  const int64_t window = spec.layer_windowed(layer) ? spec.sliding_window : 0;
+  const int64_t window = spec.window_of(layer);
   for (int64_t t = 0; t < n;) {
     Tile tl{t, 0, INT64_MAX, 0};
     for (; t < n && tl.n_tok < tile_tok && batch.seq[t] == batch.seq[tl.t0]; ++t, ++tl.n_tok) {

@@ -402,7 +402,7 @@ class VulkanBackend final : public Backend {
       gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, block_tables_buf_.get(), table_at_[static_cast<size_t>(b.seq[t0])],
                           block_bytes, pos_.get(), t0, &o,
                           t0 * qd, qd, t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim,
-                          spec_.layer_windowed(n.layer) ? spec_.sliding_window : 0, &partial, max_pos,
+                          spec_.window_of(n.layer), &partial, max_pos,
                           spec_.query_scale()};
       gpu::attention(*dev_, s, op);
       t0 = t1;

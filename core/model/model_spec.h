@@ -40,6 +40,7 @@ struct ModelSpec {
   bool layer_windowed(int64_t layer) const {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period != swa_period - 1);
   }
+  int64_t window_of(int64_t layer) const { return layer_windowed(layer) ? sliding_window : 0; }  // 0: all positions
 
 
   int64_t q_dim() const { return n_head * head_dim; }

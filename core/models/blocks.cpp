@@ -24,16 +24,18 @@ DecoderTensors add_decoder_tensors(Graph& g, const ModelSpec& s) {
 
 void build_embedding(Graph& g, const Model& m, const DecoderTensors& t) { g.add(Op::embed, t.x, {}).weight = &m.token_embd(); }
 
+void build_rope(Graph& g, int x, float theta, float freq_scale) {
+  Node& rope = g.add(Op::rope, x, {x});
+  rope.rope_theta = theta, rope.rope_freq_scale = freq_scale;
+}
+
 void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t) {
   Node& norm = g.add(Op::rms_norm, t.h, {t.x});
   norm.vec = &l.attn_norm, norm.eps = s.rms_eps;
   g.add(Op::matmul, t.q, {t.h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
   g.add(Op::matmul, t.k, {t.h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
   g.add(Op::matmul, t.v, {t.h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
-  for (int x : {t.q, t.k}) {
-    Node& rope = g.add(Op::rope, x, {x});
-    rope.rope_theta = s.rope_theta, rope.rope_freq_scale = s.rope_freq_scale;
-  }
+  for (int x : {t.q, t.k}) build_rope(g, x, s.rope_theta, s.rope_freq_scale);
   g.add(Op::attention, t.att, {t.q, t.k, t.v});
   g.add(Op::matmul, t.o, {t.att}).weight = &l.wo;
   g.add(Op::add, t.x, {t.x, t.o});

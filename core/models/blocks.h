@@ -18,6 +18,8 @@ DecoderTensors add_decoder_tensors(Graph& g, const ModelSpec& s);
 
 // x = token_embd[tokens]
 void build_embedding(Graph& g, const Model& m, const DecoderTensors& t);
+// x = rope(x) in place, with this layer's RoPE base and position scale
+void build_rope(Graph& g, int x, float theta, float freq_scale);
 // x = x + Wo attention(rope(Wq h + bq), rope(Wk h + bk), Wv h + bv), h = rms_norm(x)
 void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t);
 // x = x + FFN(rms_norm(x)): SwiGLU, or the MoE experts where the spec has them

@@ -63,11 +63,8 @@ Graph build_gemma3_graph(const Model& m) {
     matmul(t.v, t.h, l.wv);
     norm(t.q, t.q, l.q_norm);  // per head: the weights have head_dim values
     norm(t.k, t.k, l.k_norm);
-    for (int x : {t.q, t.k}) {
-      Node& rope = g.add(Op::rope, x, {x});
-      rope.rope_theta = local && s.rope_theta_swa > 0 ? s.rope_theta_swa : s.rope_theta;
-      rope.rope_freq_scale = local ? 1.0f : s.rope_freq_scale;
-    }
+    for (int x : {t.q, t.k})
+      build_rope(g, x, local && s.rope_theta_swa > 0 ? s.rope_theta_swa : s.rope_theta, local ? 1.0f : s.rope_freq_scale);
     g.add(Op::attention, t.att, {t.q, t.k, t.v});
     matmul(t.o, t.att, l.wo);
     norm(post, t.o, l.attn_post_norm);

@@ -49,6 +49,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
   const float scale = spec.query_scale();
+  const int64_t window = spec.window_of(layer);
   engine_pool().run(n * spec.n_head, [&](int64_t unit, int) {
     {
       const int64_t t = unit / spec.n_head, h = unit % spec.n_head;
@@ -57,7 +58,6 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
       const int64_t kvh = h / group;
       std::vector<float> acc(static_cast<size_t>(hd), 0.0f), key(acc.size()), value(acc.size());
       float m = -INFINITY, l = 0;
-      const int64_t window = spec.layer_windowed(layer) ? spec.sliding_window : 0;
       for (int64_t p = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0; p <= batch.pos[t]; ++p) {
         kv.key_head(layer, batch.seq[t], p, kvh, key.data());
         kv.value_head(layer, batch.seq[t], p, kvh, value.data());
