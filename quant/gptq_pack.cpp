@@ -66,7 +66,7 @@ GptqPacked gptq_reorder_outputs(const GptqPacked& p, const std::vector<int32_t>&
 Weight gptq_packed_weight(const GptqPacked& p, const std::string& name) {
   const int per = 32 / p.bits;
   auto view = [&](StDtype dtype, std::vector<int64_t> shape, const void* data, size_t bytes) {
-    return StTensor{name, dtype, std::move(shape), static_cast<const uint8_t*>(data), bytes, &name};
+    return StTensor{name, dtype, std::move(shape), static_cast<const uint8_t*>(data), bytes, &name, nullptr};
   };
   const StTensor qweight = view(StDtype::i32, {p.n_in / per, p.n_out}, p.qweight.data(), p.qweight.size() * 4);
   const StTensor qzeros = view(StDtype::i32, {p.n_groups, p.n_out / per}, p.qzeros.data(), p.qzeros.size() * 4);

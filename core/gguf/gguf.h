@@ -93,6 +93,8 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // Drops a converted tensor's pages from resident memory (MappedFile::release).
+  void release(const GgufTensorInfo& t) const { file_->release(t.data, t.n_bytes); }
 
  private:
   void parse();

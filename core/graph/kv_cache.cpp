@@ -43,7 +43,7 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
-  data_ = aligned_alloc_bytes(bytes());
+  data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
   tables_.resize(static_cast<size_t>(n_seq));
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));

@@ -25,10 +25,20 @@ class TensorLoader {
     return *t;
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  // A converted weight's file pages are released as it is made: the peak is
+  // the converted weights plus one tensor's pages, not the file beside them.
   Weight weight(const std::string& name, const std::vector<int64_t>& shape) const {
-    return weight_from_gguf(info(name, shape));
+    const GgufTensorInfo& t = info(name, shape);
+    Weight w = weight_from_gguf(t);
+    if (w.data != t.data) f_.release(t);
+    return w;
   }
-  std::vector<float> floats(const std::string& name, int64_t n) const { return floats_from_gguf(info(name, {n})); }
+  std::vector<float> floats(const std::string& name, int64_t n) const {
+    const GgufTensorInfo& t = info(name, {n});
+    std::vector<float> v = floats_from_gguf(t);
+    f_.release(t);
+    return v;
+  }
 
  private:
   const GgufFile& f_;

@@ -33,8 +33,13 @@ class HfTensors {
     return *t;
   }
   bool has(const std::string& name) const { return set_.find(name) != nullptr; }
+  // A converted weight's file pages are released as it is made (as the GGUF
+  // loader does): resident memory holds the converted copy only.
   Weight weight(const std::string& name, int64_t n_out, int64_t n_in) const {
-    return weight_from_safetensors(get(name, {n_out, n_in}), name);
+    const StTensor& t = get(name, {n_out, n_in});
+    Weight w = weight_from_safetensors(t, name);
+    if (w.data != t.data) release(&t);
+    return w;
   }
   std::vector<float> floats(const std::string& name, int64_t n) const { return floats_from_safetensors(get(name, {n})); }
 
@@ -60,12 +65,18 @@ class HfTensors {
         if (params.v2 != gptq_->params.v2) relabeled_ = params.v2 ? "gptq_v2" : "gptq";
       }
     }
-    return weight_from_gptq(t, params, n_out, n_in, prefix);
+    Weight w = weight_from_gptq(t, params, n_out, n_in, prefix);
+    for (const StTensor* part : {t.qweight, t.qzeros, t.scales, t.g_idx}) release(part);
+    return w;
   }
   // The zero-point format the file stores where its label says otherwise ("" if none).
   const std::string& relabeled() const { return relabeled_; }
 
  private:
+  static void release(const StTensor* t) {
+    if (t && t->mapping) t->mapping->release(t->data, t->n_bytes);
+  }
+
   const SafetensorsSet& set_;
   const std::string& dir_;
   const std::optional<GptqConfig>& gptq_;

@@ -31,7 +31,10 @@ class Table final : public OpProfile {
   void add(const Node& n, int64_t batch_tokens, double seconds) override {
     std::string key = batch_tokens == 1 ? "decode " : "prefill ";
     key += op_name(n.op);
-    if (n.op == Op::matmul && n.weight) key += " " + weight_role(n.weight->name);
+    if (n.op == Op::matmul && n.weight) {
+      key += ' ';  // not " " + string&&: gcc 12's false -Wrestrict (its bug 105329)
+      key += weight_role(n.weight->name);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& e = entries_[key];
     e.seconds += seconds;

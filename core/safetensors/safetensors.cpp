@@ -57,7 +57,7 @@ int64_t StTensor::n_elements() const {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = std::make_unique<std::string>(path);
-  f.file_ = MappedFile::map(path);
+  f.file_ = std::make_unique<MappedFile>(MappedFile::map(path));
   f.parse();
   return f;
 }
@@ -65,15 +65,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, const std::string& name) {
   SafetensorsFile f;
   f.path_ = std::make_unique<std::string>(name);
-  f.file_ = MappedFile::from_bytes(std::move(bytes));
+  f.file_ = std::make_unique<MappedFile>(MappedFile::from_bytes(std::move(bytes)));
   f.parse();
   return f;
 }
 
 void SafetensorsFile::parse() {
   const std::string& p = *path_;
-  const uint8_t* base = file_.data();
-  const size_t size = file_.size();
+  const uint8_t* base = file_->data();
+  const size_t size = file_->size();
   if (size < 8) throw Error(p + ": " + std::to_string(size) + " bytes, too short for a safetensors file (8-byte header length)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | base[i];
@@ -132,7 +132,7 @@ void SafetensorsFile::parse() {
     const json& shape = v["shape"];
     if (!shape.is_array()) throw Error(what + ": shape is not an array");
     if (shape.size() > 8) throw Error(what + ": " + std::to_string(shape.size()) + " dimensions (at most 8)");
-    StTensor t{name, d->dtype, {}, nullptr, 0, path_.get()};
+    StTensor t{name, d->dtype, {}, nullptr, 0, path_.get(), file_.get()};
     uint64_t count = 1;
     for (const json& dim : shape) {
       const uint64_t x = unsigned_int(dim, what + ": a dimension");

@@ -28,6 +28,7 @@ struct StTensor {
   const uint8_t* data;         // inside the mapped file
   size_t n_bytes;
   const std::string* file;     // the path, for messages
+  const MappedFile* mapping;   // the file's bytes (release: a converted tensor's pages)
 
   int64_t n_elements() const;
 };
@@ -49,7 +50,7 @@ class SafetensorsFile {
   void parse();
 
   std::unique_ptr<std::string> path_;  // stable address: tensors point at it
-  MappedFile file_ = MappedFile::from_bytes({});
+  std::unique_ptr<MappedFile> file_;  // stable address: tensors point at it
   std::vector<StTensor> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;

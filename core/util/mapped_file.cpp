@@ -38,6 +38,16 @@ MappedFile MappedFile::map(const std::string& path) {
   return f;
 }
 
+void MappedFile::release(const uint8_t* p, size_t n) const {
+  if (!mapped_ || n == 0 || p < data_ || p + n > data_ + size_) return;
+  // Whole pages only, rounded outward: a neighbour's page dropped too is
+  // only read again from the page cache, never lost (the mapping is read-only).
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p + n);
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice: failure only keeps the pages
+}
+
 MappedFile MappedFile::from_bytes(std::vector<uint8_t> bytes) {
   MappedFile f;
   f.owned_ = std::move(bytes);

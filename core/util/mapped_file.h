@@ -21,6 +21,11 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the resident pages of [p, p + n) from this process (a tensor
+  // converted to an engine format is not read again): the process's memory
+  // then holds the converted copy only. The bytes stay readable (a later read
+  // faults them in again from the page cache). No-op for owned bytes.
+  void release(const uint8_t* p, size_t n) const;
 
  private:
   MappedFile() = default;

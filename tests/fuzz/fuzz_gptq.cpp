@@ -33,7 +33,7 @@ void make(Made& m, const char* name, StDtype dtype, std::vector<int64_t> shape, 
   for (int64_t d : shape) n *= d;
   m.bytes.resize(static_cast<size_t>(n) * st_dtype_size(dtype));
   for (uint8_t& b : m.bytes) b = src.next();
-  m.t = StTensor{name, dtype, std::move(shape), m.bytes.data(), m.bytes.size(), &file};
+  m.t = StTensor{name, dtype, std::move(shape), m.bytes.data(), m.bytes.size(), &file, nullptr};
 }
 
 }  // namespace

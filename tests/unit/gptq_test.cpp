@@ -92,7 +92,7 @@ struct Layer {
       for (int64_t o = 0; o < n_out; ++o)
         qzeros_words[static_cast<size_t>(g * n_out / per + o / per)] |= static_cast<uint32_t>(zeros[g * n_out + o]) << (o % per * bits);
     auto make = [&](StTensor& t, const char* name, StDtype dt, std::vector<int64_t> shape, const void* data, size_t n) {
-      t = StTensor{name, dt, std::move(shape), static_cast<const uint8_t*>(data), n, &file};
+      t = StTensor{name, dt, std::move(shape), static_cast<const uint8_t*>(data), n, &file, nullptr};
       return &t;
     };
     return {make(qweight, "l.qweight", StDtype::i32, {n_in / per, n_out}, qweight_words.data(), qweight_words.size() * 4),
@@ -103,7 +103,8 @@ struct Layer {
 };
 
 Layer random_layer(int bits, int64_t n_out, int64_t n_in, int64_t gs, bool sym, bool act_order, std::mt19937& rng) {
-  Layer l{bits, n_out, n_in, gs};
+  Layer l;
+  l.bits = bits, l.n_out = n_out, l.n_in = n_in, l.gs = gs;
   const int maxq = (1 << bits) - 1;
   l.q.resize(static_cast<size_t>(n_in * n_out));
   for (auto& v : l.q) v = static_cast<int32_t>(rng() % (maxq + 1));

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,10 +22,10 @@ namespace basalt {
 namespace {
 
 std::vector<uint8_t> file_bytes(const std::string& header, size_t data_bytes, uint8_t fill = 0xAB) {
-  std::vector<uint8_t> b(8);
   const uint64_t n = header.size();
+  std::vector<uint8_t> b(8 + n);
   for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
+  std::copy(header.begin(), header.end(), b.begin() + 8);
   for (size_t i = 0; i < data_bytes; ++i) b.push_back(static_cast<uint8_t>(fill + i));
   return b;
 }
