@@ -63,6 +63,8 @@ class KvCache {
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
   size_t bytes() const { return static_cast<size_t>(2 * n_layer_ * n_blocks_ * block_bytes()); }
+  // What one sequence of `positions` holds: its blocks' keys and values in every layer.
+  size_t bytes_for(int64_t positions) const { return static_cast<size_t>(2 * n_layer_ * blocks_for(positions) * block_bytes()); }
   // What a cache of n_seq sequences of n_ctx positions each allocates.
   static size_t bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type);
   // Bytes of one block of keys (or of values) of one layer: kBlock positions of every KV head.

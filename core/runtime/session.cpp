@@ -21,11 +21,21 @@ Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch, const Offloa
       kv_(model.spec(), n_ctx, 1, kv_type),
       executor_(model, kv_, std::max<int64_t>(1, std::min(ubatch, n_ctx)), offload) {}
 
+void Session::check_kv_budget(int64_t positions) const {
+  const size_t need = kv_.bytes_for(positions);
+  if (kv_budget_ == 0 || need <= kv_budget_) return;
+  throw Error("a context of " + std::to_string(positions) + " tokens needs " + std::to_string((need + (size_t{1} << 20) - 1) >> 20) +
+              " MiB of KV cache, more than its budget of " + std::to_string(kv_budget_ >> 20) +
+              " MiB (--kv-budget; by default 90% of the memory available at start): use --kv-type q8, a shorter "
+              "input, or a larger budget");
+}
+
 const float* Session::set_context(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw Error("the prompt is empty");
   if (static_cast<int64_t>(tokens.size()) > n_ctx())
     throw Error("the prompt is " + std::to_string(tokens.size()) + " tokens, more than the context of " +
                 std::to_string(n_ctx()) + " (raise it with --ctx-size)");
+  check_kv_budget(static_cast<int64_t>(tokens.size()));
   size_t keep = 0;
   while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
   if (keep == tokens.size()) --keep;  // recompute the last token to get its logits
@@ -44,6 +54,7 @@ const float* Session::set_context(const std::vector<int32_t>& tokens) {
 
 const float* Session::append(int32_t token) {
   if (static_cast<int64_t>(tokens_.size()) >= n_ctx()) throw Error("the context of " + std::to_string(n_ctx()) + " tokens is full");
+  check_kv_budget(static_cast<int64_t>(tokens_.size()) + 1);
   batch_.clear();
   batch_.add(token, static_cast<int32_t>(tokens_.size()), 0, true);
   const float* logits = executor_.run(batch_);

@@ -29,6 +29,13 @@ class Session {
   // Appends one token; returns its logits. Error when the context is full.
   const float* append(int32_t token);
 
+  // The most memory the cache may come to hold (0: no limit). The cache is
+  // sized for n_ctx but holds memory only for the positions in use (core/util/
+  // aligned.h), so a context can be as long as the model's training length;
+  // this turns the machine running out of memory as it fills into an Error
+  // before the position that would pass the budget.
+  void set_kv_budget(size_t bytes) { kv_budget_ = bytes; }
+
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
   int64_t ubatch() const { return executor_.max_batch(); }
@@ -41,6 +48,9 @@ class Session {
   Executor executor_;
   Batch batch_;
   std::vector<int32_t> tokens_;
+  size_t kv_budget_ = 0;
+
+  void check_kv_budget(int64_t positions) const;
 };
 
 // Runs the prompt (context = prompt) then samples; each complete piece of

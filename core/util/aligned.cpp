@@ -41,7 +41,10 @@ namespace {
 AlignedBytes map_aligned(size_t n) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t length = (n + page - 1) / page * page;
-  void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // No swap reserved up front (MAP_NORESERVE): a cache sized for a long
+  // context may be larger than the machine's memory as long as what is
+  // written fits (Session's KV budget checks that).
+  void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) throw_out_of_memory(n);
   const auto start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "core/runtime/executor.h"
@@ -139,6 +140,27 @@ TEST_F(SessionTest, ContextLimitIsAClearError) {
   GenerationStats st = generate(s, {1, 2, 3}, o, [](std::string_view) { return true; });
   EXPECT_EQ(st.stop_reason, "context full");
   EXPECT_EQ(s.tokens().size(), 8u);
+}
+
+// The cache's budget: a context that would hold more KV memory than it is an
+// Error naming --kv-budget, before the position past it is computed.
+TEST_F(SessionTest, KvBudgetIsAClearError) {
+  auto m = Model::load(path_);
+  const ModelSpec& sp = m->spec();
+  Session s(*m, 256, 16);
+  s.set_kv_budget(static_cast<size_t>(2 * sp.n_layer * KvCache::block_bytes(sp.n_head_kv, sp.head_dim, KvType::f16)));
+  const std::vector<int32_t> block(KvCache::kBlock, 5);  // one block of positions: within the budget
+  s.set_context(block);
+  for (const auto& grow : {std::function<void()>([&] { s.append(7); }),
+                           std::function<void()>([&] { s.set_context(std::vector<int32_t>(KvCache::kBlock + 1, 5)); })}) {
+    try {
+      grow();
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--kv-budget"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.tokens().size(), block.size());  // nothing computed past the budget
+  }
 }
 
 TEST_F(SessionTest, StopStringEndsAndIsNotEmitted) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/runtime/session.h"
+#include "core/util/memory.h"
 #include "core/util/threads.h"
 #include "cpu/isa.h"
 
@@ -29,6 +30,10 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
                  "KV cache type: f16, or q8 (int8 with a scale per position and KV head: half the memory and the "
                  "bytes decode reads at depth)")
       ->check(CLI::IsMember({"f16", "q8"}));
+  app.add_option("--kv-budget", o.kv_budget_mib,
+                 "MiB of memory the KV cache may come to hold (default: 90% of what is available at start); the "
+                 "cache takes memory only as the context fills, so -c can be the model's whole training context")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--gpu", o.offload.gpu,
                  "run on a Vulkan GPU: off, auto (a real GPU only, where it pays), all, or a list of attn,experts")
       ->check([](const std::string& v) {
@@ -50,6 +55,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
 
 std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int64_t n_ctx, bool verbose) {
   auto s = std::make_unique<Session>(m, n_ctx, o.ubatch, o.offload, parse_kv_type(o.kv_type));
+  s->set_kv_budget(o.kv_budget_mib > 0 ? static_cast<size_t>(o.kv_budget_mib) << 20
+                                       : static_cast<size_t>(available_memory_bytes()) / 10 * 9);  // unknown: 0, none
   if (verbose && !s->offload_plan().empty()) std::fprintf(stderr, "basalt: %s\n", s->offload_plan().c_str());
   return s;
 }

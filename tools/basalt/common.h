@@ -25,6 +25,7 @@ struct ModelOptions {
   int64_t ubatch = 512;
   std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
   std::string kv_type = "f16";  // the KV cache's: f16 or q8
+  int64_t kv_budget_mib = 0;  // 0 = 90% of the memory available when the session is made
   OffloadOptions offload;  // --gpu, --gpu-device, --gpu-layers
 };
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional = false);
