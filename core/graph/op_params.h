@@ -2,7 +2,9 @@
 // Parameters of ops that every backend implements alike.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "core/graph/graph.h"
@@ -10,17 +12,37 @@
 
 namespace basalt {
 
-// RoPE over the first rope_dim dims of each of n_head heads of head_dim.
+// RoPE over the first rope_dim dims of each of n_head heads of head_dim:
+// pair i of a token at position p turns by the angle p * freqs[i], and its
+// cos and sin are scaled by mscale (YaRN's attention factor; else 1).
 struct RopeParams {
   int64_t n_head, head_dim, rope_dim;
-  float theta_base, freq_scale;
+  float theta_base, freq_scale;  // with the spec, what freqs and mscale were made from
   RopeStyle style;
+  std::vector<float> freqs;  // rope_dim / 2
+  float mscale = 1;
 };
 
-// A rope node's parameters over rows of width values: its layer's base and scale.
+// The frequencies of base theta, positions scaled by freq_scale, with the
+// spec's YaRN and per-pair factors when `scaled` (core/graph/rope.cpp).
+RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled);
+
+// A rope node's parameters over rows of width values: its layer's base and
+// scale. Only the layers with the model's own base take its long-context
+// scaling (llama.cpp's choice too: Gemma 3's local layers keep theirs).
 inline RopeParams rope_params(const Node& n, const ModelSpec& s, int64_t width) {
   if (!(n.rope_theta > 0)) throw Error("internal: a rope node without its base");
-  return {width / s.head_dim, s.head_dim, s.rope_dim, n.rope_theta, n.rope_freq_scale, s.rope_style};
+  return make_rope(width / s.head_dim, s, n.rope_theta, n.rope_freq_scale, n.rope_theta == s.rope_theta);
+}
+
+// cos and sin of each pair's angle at position pos, times mscale.
+inline void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs, float* sn) {
+  const auto half = static_cast<int64_t>(p.freqs.size());
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * p.freqs[static_cast<size_t>(i)];
+    cs[i] = std::cos(angle) * p.mscale;
+    sn[i] = std::sin(angle) * p.mscale;
+  }
 }
 
 }  // namespace basalt

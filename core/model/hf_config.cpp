@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/model/hf_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,61 @@ class Config {
   const std::string& where_;
 };
 
+// Llama 3.1's "llama3" type as each pair's factor (its frequency is divided
+// by it), by transformers' _compute_llama3_parameters: pairs whose wavelength
+// is shorter than original / high_freq_factor keep theirs, longer than
+// original / low_freq_factor are divided by `factor`, and a smooth mix between.
+std::vector<float> llama3_factors(const ModelSpec& s, double factor, double low, double high, double original) {
+  std::vector<float> out(static_cast<size_t>(s.rope_dim / 2));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double freq = std::pow(static_cast<double>(s.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(s.rope_dim));
+    const double wavelen = 2 * M_PI / freq;
+    double f = 1;
+    if (wavelen > original / low) {
+      f = factor;
+    } else if (wavelen >= original / high) {
+      const double smooth = (original / wavelen - low) / (high - low);
+      f = 1 / ((1 - smooth) / factor + smooth);
+    }
+    out[i] = static_cast<float>(f);
+  }
+  return out;
+}
+
+// config.json's rope_scaling: linear, yarn or llama3 (and "default": none).
+void read_rope_scaling(const json& r, const std::string& where, ModelSpec& s) {
+  if (!r.is_object()) throw Error(where + ": rope_scaling must be an object");
+  const std::string at = where + ": rope_scaling";
+  const Config c(r, at);
+  const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
+  const std::string t = type.is_string() ? type.get<std::string>() : "";
+  if (t == "default") return;
+  if (t != "linear" && t != "yarn" && t != "llama3")
+    throw Error(at + ": type " + type.dump() + " is not supported (supported: linear, yarn, llama3)");
+  const double factor = c.get_float("factor", 0);
+  if (!(factor > 0)) throw Error(at + ": factor must be a positive number");
+  const auto original = static_cast<double>(c.get_int("original_max_position_embeddings", s.n_ctx_train));
+  if (!(original > 0)) throw Error(at + ": original_max_position_embeddings must be positive");
+  if (t == "linear") {
+    s.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (t == "yarn") {
+    for (const char* key : {"mscale", "mscale_all_dim"})  // DeepSeek's variant
+      if (r.contains(key)) throw Error(at + ": " + key + " (DeepSeek's YaRN) is not supported");
+    if (!c.get_bool("truncate", true)) throw Error(at + ": truncate false is not supported");
+    s.rope_freq_scale = static_cast<float>(1.0 / factor);
+    s.yarn_orig_ctx = static_cast<int64_t>(original);
+    s.yarn_beta_fast = static_cast<float>(c.get_float("beta_fast", 32));
+    s.yarn_beta_slow = static_cast<float>(c.get_float("beta_slow", 1));
+    // attention_factor replaces the default 1 + 0.1 ln(factor) (which make_rope applies).
+    const double attention = c.get_float("attention_factor", 0);
+    if (attention > 0) s.rope_attn_factor = static_cast<float>(attention / (factor > 1 ? 1 + 0.1 * std::log(factor) : 1.0));
+  } else {
+    const double low = c.get_float("low_freq_factor", 0), high = c.get_float("high_freq_factor", 0);
+    if (!(low > 0 && high > low)) throw Error(at + ": llama3 needs 0 < low_freq_factor < high_freq_factor");
+    s.rope_freq_factors = llama3_factors(s, factor, low, high, original);
+  }
+}
+
 }  // namespace
 
 ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& where) {
@@ -81,19 +137,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
     s.n_expert = c.need_int("num_local_experts");
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& r = j["rope_scaling"];
-    if (!r.is_object()) throw Error(where + ": rope_scaling must be an object");
-    const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
-    const std::string t = type.is_string() ? type.get<std::string>() : "";
-    if (t == "linear") {
-      const double factor = r.contains("factor") && r["factor"].is_number() ? r["factor"].get<double>() : 0;
-      if (!(factor > 0)) throw Error(where + ": rope_scaling.factor must be a positive number");
-      s.rope_freq_scale = static_cast<float>(1.0 / factor);
-    } else if (t != "default") {
-      throw Error(where + ": rope_scaling type " + type.dump() + " is not supported (supported: linear)");
-    }
-  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where, s);
   // Qwen2 configs name a window but switch it off with use_sliding_window.
   const bool swa = c.get_bool("use_sliding_window", a->hf_sliding_window);
   const int64_t window = c.get_int("sliding_window", 0);

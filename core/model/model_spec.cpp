@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "core/model/model_spec.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "core/error.h"
 #include "core/gguf/gguf.h"
 #include "core/models/arch.h"
@@ -25,6 +28,13 @@ void validate_spec(const ModelSpec& s, const std::string& where) {
   check(s.sliding_window >= 0 && s.swa_period >= 0 && s.rope_theta_swa >= 0, "sliding window " +
         std::to_string(s.sliding_window) + ", period " + std::to_string(s.swa_period));
   check(s.n_ctx_train > 0, "context_length");
+  check(s.rope_freq_factors.empty() || static_cast<int64_t>(s.rope_freq_factors.size()) == s.rope_dim / 2,
+        std::to_string(s.rope_freq_factors.size()) + " RoPE frequency factors for " + std::to_string(s.rope_dim / 2) + " pairs");
+  for (float x : s.rope_freq_factors) check(std::isfinite(x) && x > 0, "a RoPE frequency factor of " + std::to_string(x));
+  check(s.yarn_orig_ctx >= 0 && s.yarn_beta_fast > 0 && s.yarn_beta_slow > 0 && std::isfinite(s.yarn_beta_fast) &&
+            std::isfinite(s.yarn_beta_slow) && std::isfinite(s.yarn_ext_factor) && std::isfinite(s.rope_attn_factor) &&
+            s.rope_attn_factor > 0,
+        "YaRN parameters");
 }
 
 ModelSpec spec_from_gguf(const GgufFile& f) {
@@ -51,13 +61,28 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
   s.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
   s.head_dim = f.get_int(a + "attention.key_length").value_or(s.n_head > 0 ? s.n_embd / s.n_head : 0);
   s.rope_dim = f.get_int(a + "rope.dimension_count").value_or(s.head_dim);
-  std::string scaling = f.get_string(a + "rope.scaling.type").value_or("none");
-  if (scaling == "linear") {
-    double factor = f.get_float(a + "rope.scaling.factor").value_or(1.0);
+  const std::string scaling = f.get_string(a + "rope.scaling.type").value_or("none");
+  if (scaling == "linear" || scaling == "yarn") {
+    const double factor = f.get_float(a + "rope.scaling.factor").value_or(1.0);
     if (!(factor > 0)) throw Error(f.path() + ": rope.scaling.factor must be positive");
     s.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none") {
-    throw Error(f.path() + ": RoPE scaling type '" + scaling + "' is not supported (supported: none, linear)");
+    throw Error(f.path() + ": RoPE scaling type '" + scaling + "' is not supported (supported: none, linear, yarn)");
+  }
+  if (scaling == "yarn") {
+    s.yarn_orig_ctx = f.get_int(a + "rope.scaling.original_context_length").value_or(0);
+    if (s.yarn_orig_ctx <= 0) throw Error(f.path() + ": YaRN needs rope.scaling.original_context_length");
+    s.yarn_beta_fast = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_fast").value_or(32.0));
+    s.yarn_beta_slow = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_slow").value_or(1.0));
+    s.yarn_ext_factor = static_cast<float>(f.get_float(a + "rope.scaling.yarn_ext_factor").value_or(1.0));
+    s.rope_attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor").value_or(1.0));
+  }
+  // Llama 3.1's "llama3" scaling arrives as each pair's factor (llama.cpp's converter).
+  if (const GgufTensorInfo* t = f.find_tensor("rope_freqs.weight")) {
+    if (t->type != GgmlType::f32 || t->dims.size() != 1)
+      throw Error(f.path() + ": rope_freqs.weight must be a 1-D F32 tensor");
+    s.rope_freq_factors.resize(static_cast<size_t>(t->dims[0]));
+    std::memcpy(s.rope_freq_factors.data(), t->data, s.rope_freq_factors.size() * 4);
   }
   s.rope_style = info->gguf_rope;
   s.attn_bias = info->attn_bias;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace basalt {
 
@@ -33,6 +34,16 @@ struct ModelSpec {
   // swa_period-th (Gemma 3's local/global interleave: 6, layers 5, 11, ... global).
   int64_t swa_period = 0;
   float rope_theta_swa = 0;  // the windowed layers' RoPE base (0: rope_theta), their position scale 1
+  // RoPE past the training context (core/graph/rope.h), on the layers with
+  // the model's own base (not Gemma 3's local ones). YaRN (yarn_orig_ctx > 0):
+  // each dimension pair's frequency between interpolated (x rope_freq_scale)
+  // and kept, by how many turns it makes in the original context, and cos/sin
+  // scaled by rope_attn_factor x (1 + 0.1 ln(1 / rope_freq_scale)).
+  int64_t yarn_orig_ctx = 0;
+  float yarn_beta_fast = 32, yarn_beta_slow = 1, yarn_ext_factor = 1, rope_attn_factor = 1;
+  // Per pair, the factor its frequency is divided by (Llama 3's "llama3"
+  // type: GGUF rope_freqs.weight, or made from config.json); empty: none.
+  std::vector<float> rope_freq_factors;
   float attn_scale = 0;      // queries' scale in attention (0: 1 / sqrt(head_dim))
 
   float query_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }

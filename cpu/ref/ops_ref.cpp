@@ -12,17 +12,11 @@ namespace basalt::cpu {
 
 void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
-  const float theta_scale = std::pow(p.theta_base, -2.0f / static_cast<float>(p.rope_dim));
   // Tokens in chunks across the pool (prefill); a decode token stays on the caller.
   parallel_for(n, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, p.n_head * p.head_dim)), [&](int64_t t0, int64_t t1) {
     std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
     for (int64_t t = t0; t < t1; ++t) {
-      float theta = static_cast<float>(pos[t]) * p.freq_scale;
-      for (int64_t i = 0; i < half; ++i) {
-        cs[i] = std::cos(theta);
-        sn[i] = std::sin(theta);
-        theta *= theta_scale;
-      }
+      rope_cos_sin(p, pos[t], cs.data(), sn.data());
       for (int64_t h = 0; h < p.n_head; ++h) {
         float* xh = x + (t * p.n_head + h) * p.head_dim;
         for (int64_t i = 0; i < half; ++i) {

@@ -29,16 +29,9 @@ void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset,
 
 std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
-  std::vector<float> cs(static_cast<size_t>(2 * n * half));
-  const float theta_scale = std::pow(p.theta_base, -2.0f / static_cast<float>(p.rope_dim));
-  for (int64_t t = 0; t < n; ++t) {
-    float theta = static_cast<float>(pos[t]) * p.freq_scale;
-    for (int64_t i = 0; i < half; ++i) {
-      cs[static_cast<size_t>(t * half + i)] = std::cos(theta);
-      cs[static_cast<size_t>((n + t) * half + i)] = std::sin(theta);
-      theta *= theta_scale;
-    }
-  }
+  std::vector<float> cs(static_cast<size_t>(2 * n * half));  // cos of every token, then sin
+  for (int64_t t = 0; t < n; ++t)
+    rope_cos_sin(p, pos[t], cs.data() + t * half, cs.data() + (n + t) * half);
   return cs;
 }
 

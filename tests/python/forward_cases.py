@@ -91,6 +91,11 @@ CASES: list[Case] = [
     Case("llama_rope_linear4_f32", _dense("llama", "f32", "--rope-scale-linear", "4")),
     Case("llama_rope_linear4_q8_0", _dense("llama", "q8_0", "--rope-scale-linear", "4")),
     Case("qwen2_rope_linear2_f32", _dense("qwen2", "f32", "--rope-scale-linear", "2")),
+    # RoPE past the training context: YaRN (a ramp over pairs 0-3 of 8 at head_dim
+    # 16, original context 64) and Llama 3.1's per-pair factors (kept, mixed, divided)
+    Case("llama_rope_yarn4_f32", _dense("llama", "f32", "--rope-yarn", "4:64")),
+    Case("qwen2_rope_yarn4_q8_0", _dense("qwen2", "q8_0", "--rope-yarn", "4:64", "--rope-theta", "1000000")),
+    Case("llama_rope_llama3_f32", _dense("llama", "f32", "--rope-llama3", "8:1:4:64")),
     # head_dim 64 and 32, and a head_dim that is not n_embd / n_head
     Case("llama_hd64_f32", ("--arch", "llama", "--type", "f32", "--n-embd", "128",
                             "--n-ff", "256", "--n-head", "2", "--n-head-kv", "1")),
@@ -118,7 +123,7 @@ CASES: list[Case] = [
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",
-                 "llama_moe4_top2_f32", "gemma3_real")),
+                 "llama_moe4_top2_f32", "gemma3_real", "llama_rope_yarn4_f32", "llama_rope_llama3_f32")),
         ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")),
         ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
         ("attn,experts", ("llama_moe4_top2_q8_0",)))

@@ -6,7 +6,8 @@
     make_model.py OUT.gguf --arch llama|qwen2 [--n-embd 64 --n-layer 2
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
-        [--rope-theta 10000 --rope-scale-linear 1.0] [--seed 0]
+        [--rope-theta 10000 --rope-scale-linear 1.0] [--rope-yarn FACTOR:ORIG_CTX]
+        [--rope-llama3 FACTOR:LOW:HIGH:ORIG_CTX] [--seed 0]
         [--vocab smollm2|tiny] [--vocab-size N]
 
 Tensor names and metadata keys are those llama.cpp writes, so llama.cpp
@@ -204,6 +205,8 @@ class ModelConfig:
     tied: bool = False
     rope_theta: float = 10000.0
     rope_scale_linear: float = 1.0
+    rope_yarn: str = ""              # "FACTOR:ORIGINAL_CTX": YaRN metadata
+    rope_llama3: str = ""            # "FACTOR:LOW:HIGH:ORIGINAL_CTX": a rope_freqs.weight tensor
     seed: int = 0
     vocab: str = "tiny"
     vocab_size: int = 0              # 0 = the vocabulary's own size
@@ -439,6 +442,20 @@ def copy_smollm2_vocab(w: gguf.GGUFWriter) -> int:
 WeightPlan = list[tuple[str, tuple[int, ...], Callable[[np.random.Generator], np.ndarray]]]
 
 
+def llama3_rope_factors(n_rot: int, theta: float, factor: float, low: float, high: float,
+                        original: float) -> np.ndarray:
+    """Each pair's frequency divisor for Llama 3.1's "llama3" RoPE, from transformers'
+    _compute_llama3_parameters (inv_freq_llama), as llama.cpp's converter stores it."""
+    inv_freq = 1.0 / theta ** (np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    wavelen = 2 * np.pi / inv_freq
+    scaled = np.where(wavelen > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < original / high) & ~(wavelen > original / low)
+    scaled = np.where(medium, smoothed, scaled)
+    return (inv_freq / scaled).astype(np.float32)
+
+
 def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
     d, hd, ff, E = cfg.n_embd, cfg.hd, cfg.n_ff, cfg.n_expert
     plan: WeightPlan = []
@@ -481,6 +498,10 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
     norm("output_norm.weight", d)
     if not cfg.tied:
         lin("output.weight", n_vocab, d, gain=4.0)
+    if cfg.rope_llama3:  # last: it draws nothing, so the other weights stay those of the same seed
+        factor, low, high, orig = (float(v) for v in cfg.rope_llama3.split(":"))
+        f = llama3_rope_factors(hd, cfg.rope_theta, factor, low, high, orig)
+        plan.append(("rope_freqs.weight", f.shape, lambda rng, f=f: f))
     return plan
 
 
@@ -519,6 +540,11 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
     if cfg.rope_scale_linear != 1.0:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(cfg.rope_scale_linear)
+    if cfg.rope_yarn:
+        factor, orig = cfg.rope_yarn.split(":")
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(float(factor))
+        w.add_rope_scaling_orig_ctx_len(int(orig))
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
@@ -578,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tied", action="store_true", help="no output.weight: reuse token_embd")
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scale-linear", type=float, default=1.0)
+    p.add_argument("--rope-yarn", default="", metavar="FACTOR:ORIGINAL_CTX", help="YaRN RoPE scaling")
+    p.add_argument("--rope-llama3", default="", metavar="FACTOR:LOW:HIGH:ORIGINAL_CTX",
+                   help="Llama 3.1 RoPE scaling, as a rope_freqs.weight tensor")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab", choices=["tiny", "smollm2"], default="tiny")
     p.add_argument("--vocab-size", type=int, default=0,
@@ -591,7 +620,8 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         n_head_kv=ns.n_head_kv, n_ff=ns.n_ff, n_ctx=ns.n_ctx,
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
-        rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, seed=ns.seed,
+        rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, rope_yarn=ns.rope_yarn,
+        rope_llama3=ns.rope_llama3, seed=ns.seed,
         vocab=ns.vocab, vocab_size=ns.vocab_size)
 
 

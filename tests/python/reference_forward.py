@@ -29,6 +29,7 @@ validate_reference.py):
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import numpy as np
@@ -60,10 +61,17 @@ class Model:
         self.rope_base = self.meta(f"{a}.rope.freq_base", 10000.0)
         self.rope_scale = 1.0
         scaling = self.meta(f"{a}.rope.scaling.type", "none")
-        if scaling == "linear":
+        if scaling in ("linear", "yarn"):
             self.rope_scale = self.meta(f"{a}.rope.scaling.factor", 1.0)
         elif scaling != "none":
             raise ValueError(f"{path}: rope scaling {scaling!r} is not supported")
+        self.yarn_orig_ctx = self.meta(f"{a}.rope.scaling.original_context_length", 0) if scaling == "yarn" else 0
+        self.yarn_beta_fast = self.meta(f"{a}.rope.scaling.yarn_beta_fast", 32.0)
+        self.yarn_beta_slow = self.meta(f"{a}.rope.scaling.yarn_beta_slow", 1.0)
+        self.rope_attn_factor = self.meta(f"{a}.rope.scaling.attn_factor", 1.0)
+        # Llama 3.1's scaling: each pair's frequency divisor (llama.cpp's converter)
+        self.rope_factors = (np.asarray(self.tensors["rope_freqs.weight"].data, dtype=np.float64)
+                             if "rope_freqs.weight" in self.tensors else None)
         self.n_expert = self.meta(f"{a}.expert_count", 0)
         self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
@@ -118,13 +126,39 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float,
+def rope_freqs(m: "Model", base: float, scaled: bool) -> tuple[np.ndarray, float]:
+    """Each pair's frequency and the cos/sin scale, as transformers' RoPE init
+    functions define them (default, linear, llama3 as stored factors, and
+    _compute_yarn_parameters). Gemma 3's local layers (scaled=False) take none."""
+    dim = m.n_rot
+    inv_freq = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if not scaled:
+        return inv_freq, 1.0
+    if m.rope_factors is not None:
+        inv_freq = inv_freq / m.rope_factors
+    factor = m.rope_scale
+    if not m.yarn_orig_ctx:
+        return inv_freq / factor, 1.0
+
+    def correction_dim(turns: float) -> float:  # the pair making `turns` turns in the original context
+        return dim * math.log(m.yarn_orig_ctx / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(m.yarn_beta_fast)), 0)
+    high = min(math.ceil(correction_dim(m.yarn_beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    inv_freq = inv_freq / factor * (1 - extrapolation) + inv_freq * extrapolation
+    return inv_freq, m.rope_attn_factor * (0.1 * math.log(factor) + 1.0)
+
+
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, freqs: np.ndarray, mscale: float,
          neox: bool) -> np.ndarray:
     # x: [n_tok, n_heads, head_dim]; rotates the first n_rot dims of each head
     half = n_rot // 2
-    theta = base ** (-2.0 * np.arange(half) / n_rot)              # [half]
-    ang = (pos / scale)[:, None] * theta[None, :]                  # [n_tok, half]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    ang = pos.astype(np.float64)[:, None] * freqs[None, :]         # [n_tok, half]
+    cos, sin = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
     out = x.copy()
     if neox:
         a, b = x[..., :half], x[..., half:n_rot]
@@ -169,9 +203,9 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]
-    base, scale = (m.rope_base_swa, 1.0) if m.local(i) else (m.rope_base, m.rope_scale)
-    q = rope(q, pos, m.n_rot, base, scale, neox)
-    k = round_kv(rope(k, pos, m.n_rot, base, scale, neox), kv_type)
+    freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if m.local(i) else rope_freqs(m, m.rope_base, True)
+    q = rope(q, pos, m.n_rot, freqs, mscale, neox)
+    k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
     v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/gguf/gguf.h"
+#include "core/graph/op_params.h"
 #include "core/model/hf_config.h"
 #include "core/model/model.h"
 #include "tests/unit/test_paths.h"
@@ -72,6 +74,48 @@ TEST(HfConfig, ReadsQwen2MixtralMistral) {
   EXPECT_EQ(spec_from_hf_config_text(w.dump(), "config.json").sliding_window, 1024);
 }
 
+// YaRN's fields as config.json names them (Qwen2.5's long-context setting).
+TEST(HfConfig, ReadsYarn) {
+  auto j = llama();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}, {"beta_fast", 16}};
+  const ModelSpec s = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_FLOAT_EQ(s.rope_freq_scale, 0.25f);
+  EXPECT_EQ(s.yarn_orig_ctx, 32768);
+  EXPECT_FLOAT_EQ(s.yarn_beta_fast, 16);
+  EXPECT_FLOAT_EQ(s.yarn_beta_slow, 1);
+  EXPECT_FLOAT_EQ(s.rope_attn_factor, 1);
+  // An explicit attention_factor replaces YaRN's default 1 + 0.1 ln(factor).
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  const RopeParams p = make_rope(1, spec_from_hf_config_text(j.dump(), "config.json"), 10000.0f, 0.25f, true);
+  EXPECT_FLOAT_EQ(p.mscale, 1.5f);
+}
+
+// Llama 3.1's "llama3" scaling from config.json (made here, in C++) gives the
+// per-pair factors llama.cpp's converter stores in a GGUF (made by
+// make_model.py in numpy from transformers' definition).
+TEST(HfConfig, Llama3ScalingEqualsTheGgufFactors) {
+  const std::string dir = test::temp_dir("hf_llama3_rope");
+  ASSERT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_model.py " +
+                              dir + "/m.gguf --n-embd 64 --n-head 4 --rope-theta 500000 --rope-llama3 8:1:4:64"),
+            0);
+  const ModelSpec from_gguf = spec_from_gguf(GgufFile::open(dir + "/m.gguf"));
+  auto j = llama();
+  j["hidden_size"] = 64, j["num_attention_heads"] = 4, j["num_key_value_heads"] = 4, j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 64}};
+  const ModelSpec from_hf = spec_from_hf_config_text(j.dump(), "config.json");
+  ASSERT_EQ(from_gguf.rope_freq_factors.size(), 8u);
+  ASSERT_EQ(from_hf.rope_freq_factors.size(), 8u);
+  int kept = 0, divided = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(from_hf.rope_freq_factors[i], from_gguf.rope_freq_factors[i], 1e-6 * from_gguf.rope_freq_factors[i]) << i;
+    kept += from_hf.rope_freq_factors[i] == 1.0f, divided += from_hf.rope_freq_factors[i] == 8.0f;
+  }
+  EXPECT_GT(kept, 0);  // the shape covers all three kinds of pair
+  EXPECT_GT(divided, 0);
+  EXPECT_LT(kept + divided, 8);
+}
+
 TEST(HfConfig, BadConfigsAreErrors) {
   auto with = [](const char* key, nlohmann::json v) {
     auto j = llama();
@@ -94,7 +138,9 @@ TEST(HfConfig, BadConfigsAreErrors) {
       {with("num_attention_heads", 0), "inconsistent"},
       {with("rms_norm_eps", "tiny"), "rms_norm_eps must be a number"},
       {with("tie_word_embeddings", 1), "must be true or false"},
-      {with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}}), "not supported"},
+      {with("rope_scaling", {{"rope_type", "dynamic"}, {"factor", 4}}), "not supported"},
+      {with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 40}, {"mscale", 1}}), "DeepSeek"},
+      {with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}}), "llama3 needs"},
       {with("rope_scaling", {{"type", "linear"}, {"factor", -1}}), "positive"},
       {with("vocab_size", 0), "vocab_size"},
       {with("intermediate_size", -5), "inconsistent"},

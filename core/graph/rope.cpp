@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+// RoPE frequencies: plain, linear, per-pair factors (Llama 3) and YaRN.
+// YaRN (arXiv 2309.00071), as HF transformers' _compute_yarn_parameters and
+// ggml's rope_yarn define it: a pair that turns fewer than beta_slow times
+// in the original context is interpolated (its frequency x freq_scale), one
+// that turns more than beta_fast times is kept, those between are mixed by
+// a linear ramp over the pair index; cos and sin are scaled by
+// 1 + 0.1 ln(1 / freq_scale) (the "attention temperature").
+#include <algorithm>
+#include <cmath>
+
+#include "core/graph/op_params.h"
+
+namespace basalt {
+
+namespace {
+
+// The pair index (fractional) whose wavelength makes `turns` turns in ctx positions.
+double yarn_pair(double rope_dim, double ctx, double turns, double base) {
+  return rope_dim * std::log(ctx / (turns * 2 * M_PI)) / (2 * std::log(base));
+}
+
+}  // namespace
+
+RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled) {
+  RopeParams p{n_head, s.head_dim, s.rope_dim, theta, freq_scale, s.rope_style, {}, 1.0f};
+  const int64_t half = s.rope_dim / 2;
+  const bool factors = scaled && !s.rope_freq_factors.empty();
+  if (factors && static_cast<int64_t>(s.rope_freq_factors.size()) != half)
+    throw Error("internal: " + std::to_string(s.rope_freq_factors.size()) + " RoPE frequency factors for " +
+                std::to_string(half) + " pairs");
+  const bool yarn = scaled && s.yarn_orig_ctx > 0;
+  double low = 0, high = 0;
+  if (yarn) {  // the ramp's ends, whole pairs as HF and ggml round them
+    const auto ctx = static_cast<double>(s.yarn_orig_ctx), dim = static_cast<double>(s.rope_dim);
+    low = std::max(0.0, std::floor(yarn_pair(dim, ctx, s.yarn_beta_fast, theta)));
+    high = std::min(dim - 1, std::ceil(yarn_pair(dim, ctx, s.yarn_beta_slow, theta)));
+    p.mscale = static_cast<float>(s.rope_attn_factor * (1 + 0.1 * std::log(1.0 / freq_scale)));
+  }
+  p.freqs.resize(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    double f = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(s.rope_dim));
+    if (factors) f /= s.rope_freq_factors[static_cast<size_t>(i)];
+    double scale = freq_scale;
+    if (yarn) {  // keep = 1 below `low` (fast pairs), 0 past `high` (slow pairs)
+      const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+      const double keep = (1 - std::clamp(y, 0.0, 1.0)) * s.yarn_ext_factor;
+      scale = freq_scale * (1 - keep) + keep;
+    }
+    p.freqs[static_cast<size_t>(i)] = static_cast<float>(f * scale);
+  }
+  return p;
+}
+
+}  // namespace basalt
