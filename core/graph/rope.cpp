@@ -38,8 +38,12 @@ RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq
     p.mscale = static_cast<float>(s.rope_attn_factor * (1 + 0.1 * std::log(1.0 / freq_scale)));
   }
   p.freqs.resize(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    double f = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(s.rope_dim));
+  // theta^(-2i / rope_dim) by products (in double: exact to ~1e-15 at i = 256),
+  // not a pow a pair: this runs for every rope node of every step.
+  const double step = std::pow(static_cast<double>(theta), -2.0 / static_cast<double>(s.rope_dim));
+  double unscaled = 1;
+  for (int64_t i = 0; i < half; ++i, unscaled *= step) {
+    double f = unscaled;
     if (factors) f /= s.rope_freq_factors[static_cast<size_t>(i)];
     double scale = freq_scale;
     if (yarn) {  // keep = 1 below `low` (fast pairs), 0 past `high` (slow pairs)

@@ -40,6 +40,10 @@ void info(const ModelOptions& o) {
   std::printf("context         %lld trained\n", static_cast<long long>(s.n_ctx_train));
   std::printf("rope            theta %g, %s ordering, dims %lld, freq scale %g\n", s.rope_theta,
               s.rope_style == RopeStyle::normal ? "normal" : "neox", static_cast<long long>(s.rope_dim), s.rope_freq_scale);
+  if (s.yarn_orig_ctx > 0)
+    std::printf("rope scaling    YaRN from %lld tokens (beta fast %g, slow %g)\n", static_cast<long long>(s.yarn_orig_ctx),
+                s.yarn_beta_fast, s.yarn_beta_slow);
+  if (!s.rope_freq_factors.empty()) std::printf("rope scaling    a factor per dimension pair (Llama 3.1's llama3)\n");
   std::printf("rms norm eps    %g\n", s.rms_eps);
   std::printf("output          %s\n", s.tied_output ? "tied to the token embedding" : "separate");
   const GenerationDefaults& g = m->generation_defaults();
