@@ -319,7 +319,8 @@ void GgufFile::parse() {
     tensors_.push_back(std::move(t));
   }
 
-  uint64_t data_start = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  const uint64_t data_start = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  data_start_ = data_start;
   if (n_tensors > 0 && data_start > file_->size())
     c.fail("truncated file: the tensor data section would start at " + std::to_string(data_start) + ", past the end (" +
            std::to_string(file_->size()) + ")");
@@ -407,6 +408,11 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+void GgufFile::drop_metadata() {
+  std::map<std::string, GgufValue>().swap(kv_);
+  file_->release(file_->data(), static_cast<size_t>(std::min<uint64_t>(data_start_, file_->size())));
 }
 
 }  // namespace basalt

@@ -93,6 +93,9 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // Frees the metadata once a model is made from it (a 262k-token vocabulary
+  // is ~50 MB of values) and drops the header's pages; the tensors stay.
+  void drop_metadata();
   // Drops a converted tensor's pages from resident memory (MappedFile::release).
   void release(const GgufTensorInfo& t) const { file_->release(t.data, t.n_bytes); }
 
@@ -103,6 +106,7 @@ class GgufFile {
   std::shared_ptr<const MappedFile> file_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_start_ = 0;  // where the tensor data begins (the header before it)
   std::map<std::string, GgufValue> kv_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;

@@ -106,6 +106,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
       l.w_down = L.weight(w(n.down, i), {F, E});
     }
   }
+  m->gguf_->drop_metadata();  // everything the model needs of it is read
   return m;
 }
 

@@ -108,7 +108,7 @@ void bench(const BenchOptions& o) {
   cpu::ReadBuffer read_buf;
   if (o.roofline && o.n_gen > 0) read_buf = cpu::make_read_buffer(thread_count());
   const double step_bytes = decode_step_bytes(*model, kv_type, static_cast<double>(o.depth) + (o.n_gen - 1) / 2.0);
-  std::vector<double> pp, tg, read_gbs, roofline;
+  std::vector<double> pp, tg, fill, read_gbs, roofline;  // fill: the depth's prefill, tokens/s
   std::string plan;  // the GPU placement ("" when none was asked for)
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up, not counted
     if (o.n_prompt > 0) {
@@ -130,7 +130,9 @@ void bench(const BenchOptions& o) {
       Session& s = *s_ptr;
       if (plan.empty()) plan = s.offload_plan();
       auto ctx = random_tokens(std::max<int64_t>(1, o.depth));
+      const double f0 = now();
       s.set_context(ctx);
+      if (r >= 0 && o.depth > 0) fill.push_back(static_cast<double>(o.depth) / (now() - f0));
       const double peak = read_buf.bytes ? cpu::read_gbs(read_buf, thread_count()) : 0;
       const double t0 = now();
       for (int64_t i = 0; i < o.n_gen; ++i) s.append(static_cast<int32_t>(rng() % V));
@@ -167,6 +169,8 @@ void bench(const BenchOptions& o) {
                               {"tg_sd", g.sd},
                               {"gpu", o.model.offload.gpu},
                               {"gpu_plan", plan}};
+    // The prefill of the depth's context (from empty, in --ubatch chunks): long-context prefill speed.
+    if (!fill.empty()) j["depth_fill_tokens_per_s"] = median(fill);
     if (!roofline.empty()) {
       j["decode_step_bytes"] = step_bytes;  // weights and the cache at the mean decode position
       j["read_gbs"] = median(read_gbs);
