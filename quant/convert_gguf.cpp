@@ -180,7 +180,7 @@ size_t converted_bytes(const GgufTensorInfo& t) {
   return qa_weight_bytes(target.bits, target.scales, t.dims[1], t.dims[0], t.dims.size() == 3 ? t.dims[2] : 1);
 }
 
-Weight weight_from_gguf(const GgufTensorInfo& t) {
+Weight weight_from_gguf(const GgufTensorInfo& t, const ConsumedBytes& consumed) {
   if (t.dims.size() < 2 || t.dims.size() > 3)
     throw Error("tensor " + t.name + ": expected a 2-D or 3-D weight, found " + std::to_string(t.dims.size()) + "-D");
   if (!gguf_type_loadable(t.type))
@@ -212,21 +212,33 @@ Weight weight_from_gguf(const GgufTensorInfo& t) {
   const size_t quant_region = static_cast<size_t>(w.cols / kQaBlock) * rowmajor_block_bytes(w.bits);
   const int64_t n_mats = w.rows / w.mat_rows, tiles = w.tiles_per_mat();
   uint8_t* dst = w.owned.get();
-  parallel_for(n_mats * tiles, 1, [&](int64_t first, int64_t last) {
-    std::vector<uint8_t> rm(kTileRows * rm_bytes);
-    for (int64_t t_idx = first; t_idx < last; ++t_idx) {
-      const int64_t mat = t_idx / tiles, r0 = (t_idx % tiles) * kTileRows;
-      const int n = static_cast<int>(std::min<int64_t>(kTileRows, w.mat_rows - r0));
-      const uint8_t* rows[kTileRows] = {};
-      for (int i = 0; i < n; ++i) {
-        uint8_t* row = rm.data() + i * rm_bytes;
-        const int64_t r = mat * w.mat_rows + r0 + i;
-        convert_row(t.type, t.data + r * src_row_bytes, w.cols, row, row + quant_region, w.bits);
-        rows[i] = row;
+  auto src_row = [&](int64_t t_idx) { return (t_idx / tiles) * w.mat_rows + (t_idx % tiles) * kTileRows; };
+  // Slabs of ~4 MB of the source, each across the threads: the source's pages
+  // can go after each (a 170 MB embedding otherwise sits beside its copy).
+  const int64_t n_tiles = n_mats * tiles;
+  const int64_t slab = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(kTileRows * src_row_bytes));
+  for (int64_t s0 = 0; s0 < n_tiles; s0 += slab) {
+    const int64_t s1 = std::min(n_tiles, s0 + slab);
+    parallel_for(s1 - s0, 1, [&](int64_t first, int64_t last) {
+      std::vector<uint8_t> rm(kTileRows * rm_bytes);
+      for (int64_t t_idx = s0 + first; t_idx < s0 + last; ++t_idx) {
+        const int64_t mat = t_idx / tiles, r0 = (t_idx % tiles) * kTileRows;
+        const int n = static_cast<int>(std::min<int64_t>(kTileRows, w.mat_rows - r0));
+        const uint8_t* rows[kTileRows] = {};
+        for (int i = 0; i < n; ++i) {
+          uint8_t* row = rm.data() + i * rm_bytes;
+          const int64_t r = mat * w.mat_rows + r0 + i;
+          convert_row(t.type, t.data + r * src_row_bytes, w.cols, row, row + quant_region, w.bits);
+          rows[i] = row;
+        }
+        qa_pack_tile(layout, rows, n, w.cols, dst + t_idx * w.tile_bytes);
       }
-      qa_pack_tile(layout, rows, n, w.cols, dst + t_idx * w.tile_bytes);
+    });
+    if (consumed) {
+      const int64_t row_end = s1 == n_tiles ? w.rows : src_row(s1);
+      consumed(t.data + src_row(s0) * src_row_bytes, static_cast<size_t>(row_end - src_row(s0)) * src_row_bytes);
     }
-  });
+  }
   return w;
 }
 

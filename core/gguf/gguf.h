@@ -98,6 +98,7 @@ class GgufFile {
   void drop_metadata();
   // Drops a converted tensor's pages from resident memory (MappedFile::release).
   void release(const GgufTensorInfo& t) const { file_->release(t.data, t.n_bytes); }
+  void release(const uint8_t* p, size_t n) const { file_->release(p, n); }
 
  private:
   void parse();

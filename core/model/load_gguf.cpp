@@ -25,13 +25,10 @@ class TensorLoader {
     return *t;
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
-  // A converted weight's file pages are released as it is made: the peak is
-  // the converted weights plus one tensor's pages, not the file beside them.
+  // A converted weight's file pages are released as it is made, a few MB at
+  // a time: the peak is the converted weights, not the file beside them.
   Weight weight(const std::string& name, const std::vector<int64_t>& shape) const {
-    const GgufTensorInfo& t = info(name, shape);
-    Weight w = weight_from_gguf(t);
-    if (w.data != t.data) f_.release(t);
-    return w;
+    return weight_from_gguf(info(name, shape), [&](const uint8_t* p, size_t n) { f_.release(p, n); });
   }
   std::vector<float> floats(const std::string& name, int64_t n) const {
     const GgufTensorInfo& t = info(name, {n});
