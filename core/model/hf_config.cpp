@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "core/model/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/error.h"
 #include "core/models/arch.h"
@@ -66,6 +68,47 @@ std::vector<float> llama3_factors(const ModelSpec& s, double factor, double low,
     out[i] = static_cast<float>(f);
   }
   return out;
+}
+
+// Which layers attend through config.json's sliding_window: layer_types
+// (transformers' list of "sliding_attention"/"full_attention"), else Qwen2's
+// use_sliding_window with max_window_layers (the layers from it on), else
+// sliding_window_pattern (every Nth layer full), else all of them. The
+// engine's spec holds all, or all but every Nth: another pattern is an Error,
+// not a model run with the wrong window.
+void read_sliding_window(const json& j, const Config& c, const std::string& where, bool arch_default, ModelSpec& s) {
+  const int64_t window = c.get_int("sliding_window", 0);
+  const auto n = static_cast<size_t>(s.n_layer);
+  std::vector<bool> windowed(n, true);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || types.size() != n)
+      throw Error(where + ": layer_types must be a list of " + std::to_string(n) + " layer types");
+    for (size_t i = 0; i < n; ++i) {
+      const std::string t = types[i].is_string() ? types[i].get<std::string>() : types[i].dump();
+      if (t != "sliding_attention" && t != "full_attention")
+        throw Error(where + ": layer_types[" + std::to_string(i) + "] is " + t + " (supported: sliding_attention, full_attention)");
+      windowed[i] = t == "sliding_attention";
+    }
+  } else {
+    // Qwen2 configs name a window but switch it off with use_sliding_window.
+    if (!c.get_bool("use_sliding_window", arch_default)) return;
+    const int64_t from = c.get_int("max_window_layers", 0), period = c.get_int("sliding_window_pattern", 0);
+    for (size_t i = 0; i < n; ++i)
+      windowed[i] = static_cast<int64_t>(i) >= from && (period <= 0 || static_cast<int64_t>(i) % period != period - 1);
+  }
+  if (window <= 0 || window >= s.n_ctx_train || std::none_of(windowed.begin(), windowed.end(), [](bool w) { return w; }))
+    return;  // no layer's window is shorter than the context
+  for (int64_t period = 0; period <= s.n_layer; period += period == 0 ? 2 : 1) {  // 0: every layer, then 2, 3, ...
+    bool fits = true;
+    for (size_t i = 0; i < n && fits; ++i)
+      fits = windowed[i] == (period == 0 || static_cast<int64_t>(i) % period != period - 1);
+    if (fits) {
+      s.sliding_window = window, s.swa_period = period;
+      return;
+    }
+  }
+  throw Error(where + ": this pattern of sliding-window layers is not supported (all of them, or all but every Nth)");
 }
 
 // config.json's rope_scaling: linear, yarn or llama3 (and "default": none).
@@ -138,10 +181,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where, s);
-  // Qwen2 configs name a window but switch it off with use_sliding_window.
-  const bool swa = c.get_bool("use_sliding_window", a->hf_sliding_window);
-  const int64_t window = c.get_int("sliding_window", 0);
-  if (swa && window > 0 && window < s.n_ctx_train) s.sliding_window = window;
+  read_sliding_window(j, c, where, a->hf_sliding_window, s);
   validate_spec(s, where);
   if (s.n_vocab <= 0 || s.n_vocab > (1 << 24)) throw Error(where + ": vocab_size " + std::to_string(s.n_vocab));
   return s;

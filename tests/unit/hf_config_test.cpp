@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/gguf/gguf.h"
@@ -72,6 +74,45 @@ TEST(HfConfig, ReadsQwen2MixtralMistral) {
   w["architectures"] = {"MistralForCausalLM"};
   w["sliding_window"] = 1024;
   EXPECT_EQ(spec_from_hf_config_text(w.dump(), "config.json").sliding_window, 1024);
+}
+
+// Which layers take the window: layer_types, Qwen2's max_window_layers,
+// sliding_window_pattern; a pattern the engine cannot hold is an Error.
+TEST(HfConfig, ReadsWhichLayersAreWindowed) {
+  auto spec = [](nlohmann::json j) { return spec_from_hf_config_text(j.dump(), "config.json"); };
+  auto m = llama();  // 22 layers, context 2048
+  m["architectures"] = {"MistralForCausalLM"};
+  m["sliding_window"] = 512;
+  std::vector<std::string> types(22, "sliding_attention");
+  m["layer_types"] = types;
+  EXPECT_EQ(spec(m).sliding_window, 512);
+  EXPECT_EQ(spec(m).swa_period, 0);  // every layer
+  for (size_t i = 5; i < types.size(); i += 6) types[i] = "full_attention";  // Gemma's 5 local : 1 global
+  m["layer_types"] = types;
+  EXPECT_EQ(spec(m).swa_period, 6);
+  EXPECT_FALSE(spec(m).layer_windowed(5));
+  EXPECT_TRUE(spec(m).layer_windowed(6));
+  m["layer_types"] = std::vector<std::string>(22, "full_attention");
+  EXPECT_EQ(spec(m).sliding_window, 0);
+  m.erase("layer_types");
+  m["sliding_window_pattern"] = 4;
+  EXPECT_EQ(spec(m).swa_period, 4);
+
+  auto q = llama();
+  q["architectures"] = {"Qwen2ForCausalLM"};
+  q["sliding_window"] = 512, q["use_sliding_window"] = true;
+  q["max_window_layers"] = 22;  // Qwen2's usual: the window from layer 22 on, that is on none
+  EXPECT_EQ(spec(q).sliding_window, 0);
+  q["max_window_layers"] = 0;
+  EXPECT_EQ(spec(q).sliding_window, 512);
+  EXPECT_EQ(spec(q).swa_period, 0);
+  q["max_window_layers"] = 20;  // the last two only: not a pattern the engine holds
+  EXPECT_NE(error_of(q.dump()).find("pattern of sliding-window layers is not supported"), std::string::npos);
+  m["layer_types"] = std::vector<std::string>(21, "full_attention");
+  EXPECT_NE(error_of(m.dump()).find("list of 22 layer types"), std::string::npos);
+  types[0] = "chunked_attention";
+  m["layer_types"] = types;
+  EXPECT_NE(error_of(m.dump()).find("layer_types[0] is chunked_attention"), std::string::npos);
 }
 
 // YaRN's fields as config.json names them (Qwen2.5's long-context setting).
