@@ -125,7 +125,7 @@ void bench_attention(benchmark::State& state, const HeadShape& h, Isa isa, KvTyp
 void register_all() {
   for (const HeadShape& h : kShapes)
     for (Isa isa : kIsas)
-      for (KvType type : {KvType::f16, KvType::q8})
+      for (KvType type : {KvType::f16, KvType::q8, KvType::q4, KvType::k8v4})
         for (int64_t depth : {512, 4096})
           for (int64_t n_tok : {1, 512})
             for (bool cold : {false, true}) {

@@ -177,8 +177,18 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   std::stable_sort(w.order.begin(), w.order.end(), [&](int64_t a, int64_t b) { return cost(a) > cost(b); });
 
   const int64_t n_pieces = static_cast<int64_t>(w.pieces.size());
-  const bool q8 = kv.type() == KvType::q8;
-  const int64_t elem = q8 ? 1 : 2;  // bytes per cached element
+  const KvType type = kv.type();
+  // Where KV head kvh's keys (kv = 0) or values (1) start in a block, and their scales.
+  auto head_at = [&](int kv_side, int64_t kvh) {
+    const KvType t = kv_side_type(type, kv_side);
+    return kvh * hd * kCacheBlock * (t == KvType::f16 ? 2 : 1) / (t == KvType::q4 ? 2 : 1);
+  };
+  auto scales_at = [&](int kv_side, int64_t kvh) -> int64_t {
+    const KvType t = kv_side_type(type, kv_side);
+    if (t == KvType::f16) return 0;
+    return kv.scales_offset(kv_side) + kvh * (t == KvType::q4 ? hd / 32 * kCacheBlock * 2 : kCacheBlock * 4);
+  };
+  const bool scaled = type != KvType::f16;
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
   const RowKernels& rows = row_kernels(isa);
   auto store = [&](int64_t t) {
@@ -197,10 +207,10 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     const bool whole = p.p0 == tl.first && p.p1 == tl.keys;
     float* s = w.states.data() + p.state;
     const uint8_t *kb = kv.key_pool(layer), *vb = kv.value_pool(layer);
-    const int64_t heads_at = p.kvh * hd * kCacheBlock * elem, scales_at = kv.scales_offset() + p.kvh * kCacheBlock * 4;
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                    kv.type(), kb + heads_at, vb + heads_at, q8 ? kb + scales_at : nullptr, q8 ? vb + scales_at : nullptr,
-                    kv.table(seq).data(), kv.block_bytes(),
+                    kv_side_type(type, 0), kv_side_type(type, 1), kb + head_at(0, p.kvh), vb + head_at(1, p.kvh),
+                    scaled ? kb + scales_at(0, p.kvh) : nullptr, scaled ? vb + scales_at(1, p.kvh) : nullptr,
+                    kv.table(seq).data(), kv.block_bytes(0), kv.block_bytes(1),
                     p.p0, p.p1, scale, window,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};
@@ -214,9 +224,13 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     for (const Merge& m : w.merges) merge(w, m, group, hd, qd, out);
     return;
   }
-  parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) store(t);
-  });
+  if (kv_side_type(type, 0) == KvType::q4) {  // positions j and j + 32 share their keys' bytes: one thread stores them all
+    for (int64_t t = 0; t < n; ++t) store(t);
+  } else {
+    parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) store(t);
+    });
+  }
   pool.run(n_pieces, [&](int64_t i, int) { piece(i); });
   pool.run(static_cast<int64_t>(w.merges.size()), [&](int64_t i, int) { merge(w, w.merges[static_cast<size_t>(i)], group, hd, qd, out); });
 }

@@ -23,19 +23,20 @@ struct AttentionTile {
   int64_t ldq;
   const int32_t* pos;  // [n_tok]: token i sees positions 0..pos[i] (a window: pos[i] - window + 1..pos[i])
   int64_t n_tok, group, n_kv, head_dim;
-  // Keys and values in the cache's blocks (core/graph/kv_cache.h), f16 or
-  // int8 (kv_type), ld bytes a block. Element d of KV head h at position p,
+  // Keys and values in the cache's blocks (core/graph/kv_cache.h), f16, int8
+  // or 4-bit (key_type, value_type), ld (ldv) bytes a block of keys (values). Element d of KV head h at position p,
   // its block at b = blocks[p / kCacheBlock] * ld bytes and j = p % kCacheBlock:
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
   //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
   // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values); f16: ks = vs = nullptr.
-  KvType kv_type;
+  // q4 (kv_cache.h): nibbles, k and v at KV head 0's bytes, ks and vs at its f16 scales [head_dim / 32][kCacheBlock].
+  KvType key_type, value_type;  // f16, q8 or q4 each
   const uint8_t* k;
   const uint8_t* v;
   const uint8_t* ks;
   const uint8_t* vs;
   const int32_t* blocks;  // the sequence's block table
-  int64_t ld;
+  int64_t ld, ldv;
   int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k
   int64_t window;      // positions a token sees, its own included (0: all)

@@ -9,16 +9,38 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/graph/kv_rotation.h"
 #include "core/util/half.h"
 
 namespace basalt {
 
-const char* kv_type_name(KvType type) { return type == KvType::q8 ? "q8" : "f16"; }
+const char* kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::q8: return "q8";
+    case KvType::q4: return "q4";
+    case KvType::k8v4: return "k8v4";
+    default: return "f16";
+  }
+}
+
+KvType kv_side_type(KvType type, int kv) {
+  if (type == KvType::k8v4) return kv == 0 ? KvType::q8 : KvType::q4;
+  return type;
+}
 
 KvType parse_kv_type(std::string_view name) {
   if (name == "f16") return KvType::f16;
   if (name == "q8") return KvType::q8;
-  throw Error("unknown KV cache type '" + std::string(name) + "' (expected f16 or q8)");
+  if (name == "q4") return KvType::q4;
+  if (name == "k8v4") return KvType::k8v4;
+  throw Error("unknown KV cache type '" + std::string(name) + "' (expected f16, q8, q4 or k8v4)");
+}
+
+std::string kv_type_unsupported(KvType type, int64_t head_dim) {
+  if (kv_side_type(type, 1) == KvType::q4 && (head_dim % 32 != 0 || head_dim > KvCache::kMaxQ4HeadDim))
+    return std::string("a ") + kv_type_name(type) + " KV cache needs head_dim a multiple of 32 (its scale groups), at most " +
+           std::to_string(KvCache::kMaxQ4HeadDim) + "; this model's is " + std::to_string(head_dim);
+  return "";
 }
 
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
@@ -29,6 +51,16 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   for (int64_t i = 0; i < n; ++i)  // clamped: a NaN or an infinity must not reach the int conversion
     q[i * q_stride] = static_cast<int8_t>(std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(x[i] * id))));
   return d;
+}
+
+uint16_t quantize_kv_q4(const float* x, uint8_t code[32]) {
+  float amax = 0, m = 0;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), m = x[i];
+  const float d = m / -8, id = d != 0 ? 1 / d : 0;
+  for (int i = 0; i < 32; ++i)  // clamped: a NaN or an infinity must not reach the int conversion
+    code[i] = static_cast<uint8_t>(std::fmin(15.0f, std::fmax(0.0f, x[i] * id + 8.5f)));
+  return f32_to_f16(d);
 }
 
 KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type)
@@ -43,19 +75,23 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
+  if (const std::string why = kv_type_unsupported(type, head_dim_); !why.empty()) throw Error(why);
   data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
   tables_.resize(static_cast<size_t>(n_seq));
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type) {
+int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_type, int kv) {
+  const KvType type = kv_side_type(cache_type, kv);
   const int64_t elements = n_head_kv * head_dim * kBlock;
-  return type == KvType::q8 ? elements + n_head_kv * kBlock * 4 : elements * 2;
+  if (type == KvType::q8) return elements + n_head_kv * kBlock * 4;
+  if (type == KvType::q4) return elements / 2 + (elements / 32) * 2;  // codes, and an f16 scale per 32
+  return elements * 2;
 }
 
 size_t KvCache::bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type) {
-  return 2 * static_cast<size_t>(n_layer * n_seq * blocks_for(n_ctx) * block_bytes(n_head_kv, head_dim, type));
+  return static_cast<size_t>(n_layer * n_seq * blocks_for(n_ctx) * kBlock * position_bytes(n_head_kv, head_dim, type));
 }
 
 bool KvCache::grow(int seq) {
@@ -101,14 +137,14 @@ void KvCache::unref(int32_t block) {
 }
 
 const uint8_t* KvCache::pool(int kv, int64_t layer) const {
-  return data_.get() + (kv * n_layer_ + layer) * n_blocks_ * block_bytes();
+  return data_.get() + (kv * n_layer_ * block_bytes(0) + layer * block_bytes(kv)) * n_blocks_;
 }
 
 const uint8_t* KvCache::block_of(int kv, int64_t layer, int seq, int64_t pos) const {
   const std::vector<int32_t>& t = table(seq);
   if (pos < 0 || pos / kBlock >= static_cast<int64_t>(t.size()))
     throw Error("internal: position " + std::to_string(pos) + " is outside the KV blocks of sequence " + std::to_string(seq));
-  return pool(kv, layer) + t[static_cast<size_t>(pos / kBlock)] * block_bytes();
+  return pool(kv, layer) + t[static_cast<size_t>(pos / kBlock)] * block_bytes(kv);
 }
 
 void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const float* value) {
@@ -116,16 +152,33 @@ void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const
   for (int kv = 0; kv < 2; ++kv) {
     const float* x = kv == 0 ? key : value;
     uint8_t* block = const_cast<uint8_t*>(block_of(kv, layer, seq, pos));
+    const KvType type = kv_side_type(type_, kv);
     for (int64_t h = 0; h < n_head_kv_; ++h) {
       const float* xh = x + h * head_dim_;
-      if (type_ == KvType::f16) {
+      if (type == KvType::f16) {
         uint16_t* e = reinterpret_cast<uint16_t*>(block);
         for (int64_t d = 0; d < head_dim_; ++d) e[index(kv, h, d, j)] = f32_to_f16(xh[d]);
         continue;
       }
+      if (type == KvType::q4) {
+        float rotated[kMaxQ4HeadDim];
+        std::memcpy(rotated, xh, static_cast<size_t>(head_dim_) * 4);
+        kv_rotate(rotated, head_dim_);
+        for (int64_t d0 = 0; d0 < head_dim_; d0 += 32) {
+          uint8_t code[32];
+          const uint16_t scale = quantize_kv_q4(rotated + d0, code);
+          std::memcpy(block + q4_scale_at(kv, h, d0, j), &scale, 2);
+          for (int64_t d = d0; d < d0 + 32; ++d) {
+            uint8_t& byte = block[q4_byte(kv, h, d, j)];
+            const int shift = q4_shift(kv, d, j);
+            byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | code[d - d0] << shift);
+          }
+        }
+        continue;
+      }
       int8_t* e = reinterpret_cast<int8_t*>(block) + index(kv, h, 0, j);
       const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
-      std::memcpy(block + scales_offset() + (h * kBlock + j) * 4, &scale, 4);
+      std::memcpy(block + scales_offset(kv) + (h * kBlock + j) * 4, &scale, 4);
     }
   }
 }
@@ -142,25 +195,43 @@ void KvCache::store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* 
 }
 
 float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const {
+  const KvType type = kv_side_type(type_, kv);
+  if (type == KvType::q4) {  // the head un-rotated
+    float head[kMaxQ4HeadDim];
+    read_head(kv, layer, seq, pos, i / head_dim_, head);
+    return head[i % head_dim_];
+  }
   const uint8_t* block = block_of(kv, layer, seq, pos);
   const int64_t h = i / head_dim_, at = index(kv, h, i % head_dim_, pos % kBlock);
-  if (type_ == KvType::f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(block)[at]);
+  if (type == KvType::f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(block)[at]);
   float d;
-  std::memcpy(&d, block + scales_offset() + (h * kBlock + pos % kBlock) * 4, 4);
+  std::memcpy(&d, block + scales_offset(kv) + (h * kBlock + pos % kBlock) * 4, 4);
   return d * static_cast<float>(reinterpret_cast<const int8_t*>(block)[at]);
 }
 
 void KvCache::read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const {
   const uint8_t* block = block_of(kv, layer, seq, pos);
   const int64_t j = pos % kBlock, hd = head_dim_;
+  const KvType type = kv_side_type(type_, kv);
+  if (type == KvType::q4) {
+    for (int64_t d0 = 0; d0 < hd; d0 += 32) {
+      uint16_t half;
+      std::memcpy(&half, block + q4_scale_at(kv, h, d0, j), 2);
+      const float scale = f16_to_f32(half);
+      for (int64_t d = d0; d < d0 + 32; ++d)
+        out[d] = scale * static_cast<float>((block[q4_byte(kv, h, d, j)] >> q4_shift(kv, d, j) & 0xF) - 8);
+    }
+    kv_rotate(out, hd);
+    return;
+  }
   const int64_t first = index(kv, h, 0, j), stride = index(kv, h, 1, j) - first;
-  if (type_ == KvType::f16) {
+  if (type == KvType::f16) {
     const uint16_t* e = reinterpret_cast<const uint16_t*>(block) + first;
     for (int64_t d = 0; d < hd; ++d) out[d] = f16_to_f32(e[d * stride]);
     return;
   }
   float scale;
-  std::memcpy(&scale, block + scales_offset() + (h * kBlock + j) * 4, 4);
+  std::memcpy(&scale, block + scales_offset(kv) + (h * kBlock + j) * 4, 4);
   const int8_t* e = reinterpret_cast<const int8_t*>(block) + first;
   for (int64_t d = 0; d < hd; ++d) out[d] = scale * static_cast<float>(e[d * stride]);
 }

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Keys and values of every layer in a pool of blocks of kBlock positions,
-// stored as f16 or as int8 with one f32 scale per (position, KV head)
+// stored as f16, as int8 with one f32 scale per (position, KV head)
 // (KvType::q8: half the memory and half the bytes a decode step reads;
 // per-head absmax, so a key or value vector keeps its relative precision
-// whatever its size).
+// whatever its size), or as 4-bit codes with one f16 scale per (position, KV
+// head, 32 dimensions) (KvType::q4: 28% of f16's bytes; llama.cpp's q4_0
+// rounding, the largest magnitude of each 32 exact), each head rotated first
+// (kv_rotation.h: key(), value() and the *_head() reads undo it). KvType::k8v4
+// stores keys as q8 and values as q4: keys' rounding is nearly all of a
+// cache's quality loss (docs/PERFORMANCE.md 5.2), values' the most of its bytes.
 //
 // Each sequence has a block table: its positions [b * kBlock, (b + 1) *
 // kBlock) live in block table(seq)[b]. A block id names the same block in
@@ -22,11 +27,17 @@
 //           transposition at run time; cpu/x86/attention_x86.inc)
 //   values: [KV head][kBlock][head_dim]   rows
 //   q8 only, after either: scales [KV head][kBlock] f32, element = scale * int8
+//   q4: the same orders in nibbles. Keys: row (head, dim) is 32 bytes, byte j
+//       holding position j (low nibble) and j + 32 (high). Values: a row's
+//       32 dimensions from 32g are 16 bytes, byte i holding 32g + i (low)
+//       and 32g + 16 + i (high). After either: scales [KV head][head_dim /
+//       32][kBlock] f16, element = scale * (code - 8).
 // A block's positions past the ones written hold whatever was there: readers
 // mask them.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -36,19 +47,31 @@
 
 namespace basalt {
 
-enum class KvType { f16, q8 };
+enum class KvType { f16, q8, q4, k8v4 };
 const char* kv_type_name(KvType type);
-KvType parse_kv_type(std::string_view name);  // "f16" or "q8"; Error otherwise
+KvType parse_kv_type(std::string_view name);  // "f16", "q8", "q4" or "k8v4"; Error otherwise
+// How a cache of `type` stores its keys (kv = 0) or values (kv = 1): f16, q8 or q4.
+KvType kv_side_type(KvType type, int kv);
+// Why a model's heads cannot be cached as `type` ("" when they can): q4 needs
+// head_dim a multiple of its 32-dimension groups.
+std::string kv_type_unsupported(KvType type, int64_t head_dim);
 
 // The q8 rounding of n values: returns the scale d = max|x| / 127 and sets
 // q[i * q_stride] = x[i] * (127 / max|x|) rounded to nearest even (0 for an
 // all-zero x), so that x[i] ~ d * q[i]. shaders/kv_store_q8.comp rounds the
 // same way, but for GLSL's division (a rare element one step away).
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride = 1);
+// The q4 rounding of 32 values (llama.cpp's q4_0): with m the value of
+// largest magnitude, d = m / -8 and code[i] = min(15, floor(x[i] / d + 8.5)),
+// so that x[i] ~ d * (code[i] - 8). Returns d rounded to f16 (the stored
+// scale; codes are computed with the f32 d, as llama.cpp does).
+// shaders/kv_store_q4.comp rounds the same way.
+uint16_t quantize_kv_q4(const float* x, uint8_t code[32]);
 
 class KvCache {
  public:
   static constexpr int64_t kBlock = 64;
+  static constexpr int64_t kMaxQ4HeadDim = 512;
   // Blocks that hold this many positions.
   static constexpr int64_t blocks_for(int64_t positions) { return (positions + kBlock - 1) / kBlock; }
 
@@ -62,20 +85,23 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }  // the most positions one sequence may have
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return static_cast<size_t>(2 * n_layer_ * n_blocks_ * block_bytes()); }
+  size_t bytes() const { return static_cast<size_t>(n_layer_ * n_blocks_ * pair_bytes()); }
   // What one sequence of `positions` holds: its blocks' keys and values in every layer.
-  size_t bytes_for(int64_t positions) const { return static_cast<size_t>(2 * n_layer_ * blocks_for(positions) * block_bytes()); }
+  size_t bytes_for(int64_t positions) const { return static_cast<size_t>(n_layer_ * blocks_for(positions) * pair_bytes()); }
   // What a cache of n_seq sequences of n_ctx positions each allocates.
   static size_t bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type);
-  // Bytes of one block of keys (or of values) of one layer: kBlock positions of every KV head.
-  static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type);
-  int64_t block_bytes() const { return block_bytes(n_head_kv_, head_dim_, type_); }
+  // Bytes of one block of keys (kv = 0) or of values (kv = 1) of one layer:
+  // kBlock positions of every KV head. The same for both unless k8v4.
+  static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type, int kv = 0);
+  int64_t block_bytes(int kv = 0) const { return block_bytes(n_head_kv_, head_dim_, type_, kv); }
   // Bytes of one position's keys and values in one layer (scales included): what attention reads per position.
   static int64_t position_bytes(int64_t n_head_kv, int64_t head_dim, KvType type) {
-    return 2 * block_bytes(n_head_kv, head_dim, type) / kBlock;
+    return (block_bytes(n_head_kv, head_dim, type, 0) + block_bytes(n_head_kv, head_dim, type, 1)) / kBlock;
   }
-  // Where a q8 block's scales start, in bytes from the block's start.
-  int64_t scales_offset() const { return kv_dim_ * kBlock; }
+  // Where a q8 or q4 block of keys (kv = 0) or values (1) has its scales, in bytes from the block's start.
+  int64_t scales_offset(int kv = 0) const {
+    return kv_side_type(type_, kv) == KvType::q4 ? kv_dim_ * kBlock / 2 : kv_dim_ * kBlock;
+  }
 
   // The pool.
   int64_t n_blocks() const { return n_blocks_; }
@@ -131,6 +157,16 @@ class KvCache {
   int64_t index(int kv, int64_t h, int64_t d, int64_t j) const {
     return kv == 0 ? (h * head_dim_ + d) * kBlock + j : (h * kBlock + j) * head_dim_ + d;
   }
+  // q4: the byte of (KV head h, dim d) at position j of a block, the shift of its nibble, and its scale's offset.
+  int64_t q4_byte(int kv, int64_t h, int64_t d, int64_t j) const {
+    return kv == 0 ? (h * head_dim_ + d) * (kBlock / 2) + j % (kBlock / 2)
+                   : (h * kBlock + j) * (head_dim_ / 2) + d / 32 * 16 + d % 16;
+  }
+  static int q4_shift(int kv, int64_t d, int64_t j) { return kv == 0 ? 4 * static_cast<int>(j / (kBlock / 2)) : 4 * static_cast<int>(d % 32 / 16); }
+  int64_t q4_scale_at(int kv, int64_t h, int64_t d, int64_t j) const {
+    return scales_offset(kv) + ((h * (head_dim_ / 32) + d / 32) * kBlock + j) * 2;
+  }
+  int64_t pair_bytes() const { return block_bytes(0) + block_bytes(1); }
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;
   void read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const;
 

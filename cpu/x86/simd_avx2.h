@@ -26,6 +26,11 @@ struct Simd {
   static V load_i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // W 4-bit codes: bits [shift, shift + 4) of W bytes, as floats 0..15.
+  static V load_u4(const uint8_t* p, int shift) {
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15)));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }

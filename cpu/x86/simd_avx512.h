@@ -34,6 +34,11 @@ struct Simd {
   static V load_i8(const int8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  // W 4-bit codes: bits [shift, shift + 4) of W bytes, as floats 0..15.
+  static V load_u4(const uint8_t* p, int shift) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15)));
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }

@@ -51,6 +51,7 @@ uint32_t u32(int64_t v, const char* what) {
 }  // namespace
 
 bool attention_supported(int64_t head_dim, KvType kv) {
+  if (kv_side_type(kv, 1) == KvType::q4) return false;  // no q4 shader yet: the CPU runs that attention
   return head_dim > 0 && head_dim <= 256 && (kv != KvType::q8 || head_dim % 4 == 0);
 }
 

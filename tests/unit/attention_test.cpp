@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Every attention variant (ISA) against the scalar reference attention_ref,
-// on an f16 and a q8 cache: head sizes, GQA ratios, batches of 1 to 17
+// on an f16, a q8 and a q4 cache: head sizes, GQA ratios, batches of 1 to 17
 // tokens, up to 4100 positions of context, two sequences in one batch,
-// chunked prefill; the vector exp; the cache's layout and q8 rounding.
+// chunked prefill; the vector exp; the cache's layout and its roundings.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 #include "core/util/threads.h"
 #include "cpu/attention.h"
 #include "cpu/ops.h"
+#include "core/graph/kv_rotation.h"
 #include "core/util/half.h"
 #include "tests/unit/isa_testing.h"
 #include "tests/unit/paged_kv.h"
@@ -142,6 +143,10 @@ int64_t n_ctx_of(const Case& c) {
   return n;
 }
 
+constexpr KvType kKvTypes[] = {KvType::f16, KvType::q8, KvType::q4, KvType::k8v4};
+// q4 values need head_dim a multiple of 32: the other cases are left out for q4 and k8v4.
+bool cacheable(const Case& c, KvType type) { return kv_type_unsupported(type, c.head_dim).empty(); }
+
 // Runs one variant (nullptr: the reference) on a fresh cache, paged with
 // interleaved blocks; returns the output, and the cache.
 std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr) {
@@ -196,15 +201,20 @@ INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::avx2, Isa::avx51
 
 TEST(Attention, ScalarRunsTheReference) {
   const Isa scalar = Isa::scalar;
-  for (KvType type : {KvType::f16, KvType::q8})
-    for (const Case& c : kCases) EXPECT_TRUE(run(c, &scalar, type) == run(c, nullptr, type)) << c.name();
+  for (KvType type : kKvTypes)
+    for (const Case& c : kCases) {
+      if (cacheable(c, type)) {
+        EXPECT_TRUE(run(c, &scalar, type) == run(c, nullptr, type)) << c.name();
+      }
+    }
 }
 
 TEST_P(AttentionIsa, MatchesReference) {
   const Isa isa = GetParam();
-  for (KvType type : {KvType::f16, KvType::q8}) {
+  for (KvType type : kKvTypes) {
     double worst = 0;
     for (const Case& c : kCases) {
+      if (!cacheable(c, type)) continue;
       const std::string name = c.name() + " kv " + kv_type_name(type);
       std::vector<float> ref_cache, cache;
       const std::vector<float> ref = run(c, nullptr, type, &ref_cache);
@@ -238,12 +248,29 @@ TEST(Attention, Q8CacheStaysCloseToF16) {
   std::printf("[ info ] q8 cache: worst NMSE against f16: %.3g\n", worst);
 }
 
+// The q4 cache against the f16 one, the same way: 4 bits with a scale per 32
+// values lose about 256 times what q8 loses (16 times the step): measured
+// 1.6e-2 for scores of order 1 (bound 2e-2), where a wrong scale, nibble or
+// group gives ~1; 0.25 where scores are tens and growing (bound 0.5: there a
+// step of a key moves its weight by e^(q.dq), the reason for --kv-type q8).
+TEST(Attention, Q4CacheStaysCloseToF16) {
+  double worst = 0, worst_sharp = 0;
+  for (const Case& c : kCases) {
+    if (!cacheable(c, KvType::q4)) continue;
+    const double e = nmse(run(c, nullptr, KvType::q4), run(c, nullptr, KvType::f16));
+    (c.q_scale > 1 ? worst_sharp : worst) = std::max(c.q_scale > 1 ? worst_sharp : worst, e);
+    EXPECT_LE(e, c.q_scale > 1 ? 0.5 : 2e-2) << c.name();
+  }
+  std::printf("[ info ] q4 cache: worst NMSE against f16: %.3g (scores of order 1), %.3g (sharp)\n", worst, worst_sharp);
+}
+
 // The cases on `threads` threads, with isa's kernels and either cache type, against the reference.
 void expect_match_on_threads(Isa isa, int threads, const std::vector<Case>& cases) {
   const int before = thread_count();
   set_thread_count(threads);
   for (const Case& c : cases)
-    for (KvType type : {KvType::f16, KvType::q8}) {
+    for (KvType type : kKvTypes) {
+      if (!cacheable(c, type)) continue;
       const std::vector<float> ref = run(c, nullptr, type);
       EXPECT_LE(nmse(run(c, &isa, type), ref), kMaxNmse)
             << threads << " threads, " << isa_name(isa) << " " << c.name() << " " << kv_type_name(type);
@@ -268,7 +295,7 @@ TEST_P(AttentionIsa, ChunkedPrefillEqualsOneBatch) {
   const Inputs in = make_inputs(c, spec);
   const int64_t n = in.batch.size(), qd = spec.q_dim(), kvd = spec.kv_dim();
   for (Isa isa : {Isa::scalar, GetParam()})
-    for (KvType type : {KvType::f16, KvType::q8}) {
+    for (KvType type : kKvTypes) {
     KvCache whole_kv(spec, n, 1, type), chunk_kv(spec, n, 1, type);
     std::vector<float> whole(static_cast<size_t>(n * qd)), chunked(whole.size());
     cpu::attention(in.q.data(), in.k.data(), in.v.data(), whole.data(), in.batch, whole_kv, 0, spec, isa);
@@ -454,20 +481,21 @@ TEST(KvCache, PagedBlocksAreCountedAndFreed) {
 
 // key_head/value_head read what key()/value() read, element for element.
 TEST(KvCache, HeadReadsEqualElementReads) {
-  for (KvType type : {KvType::f16, KvType::q8}) {
-    const Case c{72, 3, 2, {130}, {1}};
+  for (KvType type : kKvTypes) {
+    const int64_t hd = kv_type_unsupported(type, 72).empty() ? 72 : 96;  // 72: no multiple of 32 or 16
+    const Case c{hd, 3, 2, {130}, {1}};
     const ModelSpec spec = spec_of(c);
     KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx_of(c), 1, type);
     fill_cache(kv, c);
-    std::vector<float> key(72), value(72);
+    std::vector<float> key(static_cast<size_t>(hd)), value(key.size());
     for (int64_t layer : {0, 1})
-      for (int64_t p : {0, 63, 64, 129})
+      for (int64_t p : {0, 31, 32, 63, 64, 129})
         for (int64_t h = 0; h < c.n_kv; ++h) {
           kv.key_head(layer, 0, p, h, key.data());
           kv.value_head(layer, 0, p, h, value.data());
-          for (int64_t d = 0; d < 72; ++d) {
-            ASSERT_EQ(key[d], kv.key(layer, 0, p, h * 72 + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
-            ASSERT_EQ(value[d], kv.value(layer, 0, p, h * 72 + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
+          for (int64_t d = 0; d < hd; ++d) {
+            ASSERT_EQ(key[d], kv.key(layer, 0, p, h * hd + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
+            ASSERT_EQ(value[d], kv.value(layer, 0, p, h * hd + d)) << kv_type_name(type) << " " << p << " " << h << " " << d;
           }
         }
   }
@@ -513,6 +541,130 @@ TEST(KvCache, Q8Rounding) {
   quantize_kv_q8(x, 4, strided, 2);
   EXPECT_EQ(strided[2], 2);
   EXPECT_EQ(strided[6], 127);
+}
+
+// q4 (llama.cpp's q4_0): with m the value of largest magnitude, d = m / -8,
+// code = min(15, floor(x / d + 8.5)), so x ~ d (code - 8): m itself is code 0
+// (exact up to d's f16 rounding), every other value within half a step
+// except those past 7.5 steps on m's opposite side, clamped to 7 steps.
+TEST(KvCache, Q4Rounding) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 3);
+  for (int round = 0; round < 200; ++round) {
+    float x[32];
+    for (float& v : x) v = nd(rng);
+    if (round % 2) x[round % 32] = -x[round % 32];  // the extreme on either side
+    uint8_t code[32];
+    const float d = f16_to_f32(quantize_kv_q4(x, code));
+    float m = 0;
+    for (float v : x)
+      if (std::fabs(v) > std::fabs(m)) m = v;
+    const float d32 = m / -8;
+    EXPECT_EQ(d, f16_to_f32(f32_to_f16(d32)));
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_LE(code[i], 15);
+      EXPECT_EQ(code[i], std::min(15, static_cast<int>(x[i] * (1 / d32) + 8.5f))) << i;
+      if (x[i] == m) {
+        EXPECT_EQ(code[i], 0);
+      }
+      const float step = std::fabs(d), err = std::fabs(x[i] - d * (code[i] - 8));
+      EXPECT_LE(err, (x[i] / d32 < 7.5f ? 0.5f : 1.0f) * step * 1.01f) << i;
+    }
+  }
+  // All zeros: scale 0, code 8 (value 0); an infinity or a NaN stays in range.
+  float zeros[32] = {}, bad[32] = {};
+  uint8_t code[32];
+  EXPECT_EQ(f16_to_f32(quantize_kv_q4(zeros, code)), 0.0f);
+  for (uint8_t c : code) EXPECT_EQ(c, 8);
+  bad[0] = NAN, bad[1] = INFINITY, bad[2] = -1;
+  quantize_kv_q4(bad, code);
+  for (uint8_t c : code) EXPECT_LE(c, 15);
+}
+
+// The rotation is orthogonal and its own inverse (so scores and P V are
+// unchanged in the rotated basis), and spreads one large channel over all.
+TEST(KvCache, RotationIsOrthogonalAndSpreadsOutliers) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t hd : {32, 64, 96, 128, 256}) {
+    std::vector<float> x(static_cast<size_t>(hd)), y(x.size());
+    for (float& v : x) v = nd(rng);
+    for (float& v : y) v = nd(rng);
+    double dot = 0, norm = 0;
+    for (int64_t i = 0; i < hd; ++i) dot += x[i] * y[i], norm += x[i] * x[i];
+    std::vector<float> rx = x, ry = y;
+    kv_rotate(rx.data(), hd);
+    kv_rotate(ry.data(), hd);
+    double rdot = 0, rnorm = 0;
+    for (int64_t i = 0; i < hd; ++i) rdot += rx[i] * ry[i], rnorm += rx[i] * rx[i];
+    EXPECT_NEAR(rdot, dot, 1e-4 * hd) << hd;
+    EXPECT_NEAR(rnorm, norm, 1e-4 * hd) << hd;
+    kv_rotate(rx.data(), hd);
+    for (int64_t i = 0; i < hd; ++i) ASSERT_NEAR(rx[i], x[i], 1e-5f) << hd << " " << i;
+    // One channel of 100: every rotated value is +-100 / sqrt(block).
+    std::vector<float> spike(static_cast<size_t>(hd), 0.0f);
+    spike[5] = 100;
+    kv_rotate(spike.data(), hd);
+    const float each = 100 / std::sqrt(static_cast<float>(kv_rotation_block(hd)));
+    for (int64_t i = 0; i < kv_rotation_block(hd); ++i) ASSERT_NEAR(std::fabs(spike[i]), each, 1e-4f) << hd << " " << i;
+  }
+  EXPECT_EQ(kv_rotation_block(64), 64);
+  EXPECT_EQ(kv_rotation_block(96), 32);
+}
+
+// The q4 block layout (kv_cache.h), byte by byte: keys' row (head, dim) of
+// 32 bytes with position j in the low nibble of byte j % 32 (high from 32 on);
+// a value row's group of 32 dimensions in 16 bytes, dims 16.. in the high
+// nibbles; f16 scales [head][group][position] after each; each head stored
+// rotated (kv_rotation.h), read back un-rotated.
+TEST(KvCache, Q4Layout) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = spec.n_head_kv = 2;
+  spec.head_dim = spec.rope_dim = 64;
+  spec.n_embd = 128;
+  constexpr int64_t B = KvCache::kBlock;
+  const int64_t kvd = spec.kv_dim(), hd = spec.head_dim;
+  KvCache kv(spec, B, 1, KvType::q4);
+  EXPECT_EQ(kv.block_bytes(), kvd * B / 2 + kvd / 32 * B * 2);
+  EXPECT_EQ(kv.scales_offset(), kvd * B / 2);
+  // Rotated, position p's element i is an integer -8..7 with each group's -8
+  // at its first dimension, so every scale is 1 and every code is it + 8.
+  // Stored: those rotated back (the rotation is its own inverse, and exact
+  // on these values: sums of integers over 8).
+  auto item = [&](int64_t p, int64_t i, bool value) {
+    if (i % 32 == 0) return -8.0f;
+    return static_cast<float>((p * 7 + i * 3 + (value ? 5 : 0)) % 16 - 8);
+  };
+  std::vector<std::vector<float>> keys, values;
+  for (int64_t p = 0; p < B; ++p) {
+    std::vector<float> key(static_cast<size_t>(kvd)), value(key.size());
+    for (int64_t i = 0; i < kvd; ++i) key[i] = item(p, i, false), value[i] = item(p, i, true);
+    for (int64_t h = 0; h < spec.n_head_kv; ++h) kv_rotate(key.data() + h * hd, hd), kv_rotate(value.data() + h * hd, hd);
+    kv.store(0, 0, p, key.data(), value.data());
+    keys.push_back(key), values.push_back(value);
+  }
+  const uint8_t* kb = kv.key_block(0, 0, 0);
+  const uint8_t* vb = kv.value_block(0, 0, 0);
+  for (int64_t p = 0; p < B; ++p)
+    for (int64_t i = 0; i < kvd; ++i) {
+      const int64_t h = i / hd, d = i % hd;
+      const int key_code = kb[(h * hd + d) * 32 + p % 32] >> (p < 32 ? 0 : 4) & 0xF;
+      const int value_code = vb[(h * B + p) * (hd / 2) + d / 32 * 16 + d % 16] >> (d % 32 < 16 ? 0 : 4) & 0xF;
+      ASSERT_EQ(key_code - 8, item(p, i, false)) << p << " " << i;
+      ASSERT_EQ(value_code - 8, item(p, i, true)) << p << " " << i;
+      uint16_t ks, vs;
+      std::memcpy(&ks, kb + kv.scales_offset() + ((h * 2 + d / 32) * B + p) * 2, 2);
+      std::memcpy(&vs, vb + kv.scales_offset() + ((h * 2 + d / 32) * B + p) * 2, 2);
+      ASSERT_EQ(f16_to_f32(ks), 1.0f);
+      ASSERT_EQ(f16_to_f32(vs), 1.0f);
+      ASSERT_EQ(kv.key(0, 0, p, i), keys[p][i]);
+      ASSERT_EQ(kv.value(0, 0, p, i), values[p][i]);
+    }
+  // A head whose size is no multiple of 32 is a clear error.
+  spec.head_dim = spec.rope_dim = 80;
+  spec.n_embd = 160;
+  EXPECT_THROW(KvCache(spec, B, 1, KvType::q4), Error);
 }
 
 }  // namespace

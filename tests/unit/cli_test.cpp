@@ -105,7 +105,7 @@ TEST(Cli, BadOptionValuesAreRejected) {
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi -n abc").rc, 0);
   EXPECT_NE(basalt_cmd("frobnicate").rc, 0);
   EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --gpu bogus").rc, 0);
-  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --kv-type q4").rc, 0);
+  EXPECT_NE(basalt_cmd("run " + model_arg() + " -p hi --kv-type q3").rc, 0);
 }
 
 // The q8 KV cache: the same greedy answer as f16 on the default model (the
@@ -125,6 +125,25 @@ TEST(Cli, Q8KvCacheRunsAndBenches) {
   // SmolLM2: 30 layers x K and V x 3 KV heads x (64 int8 + a 4-byte scale)
   EXPECT_EQ(j["kv_position_bytes"].get<int64_t>(), 30 * 2 * 3 * (64 + 4));
   EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0);
+}
+
+// The 4-bit caches: the greedy answer survives them, and bench counts their bytes.
+TEST(Cli, Q4AndK8v4KvCachesRunAndBench) {
+  const std::string run = "run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0";
+  auto text = [](const std::string& s) { return s.substr(s.find('\n') + 1, s.find("basalt: prefill") - s.find('\n') - 1); };
+  // SmolLM2, per position: 30 layers x 3 KV heads x (K + V), q4 = 32 bytes + 2 f16 scales a head.
+  for (const auto& [type, position_bytes] : {std::pair{"q4", 30 * 3 * 2 * (32 + 4)}, std::pair{"k8v4", 30 * 3 * ((64 + 4) + (32 + 4))}}) {
+    Result r = basalt_cmd(run + " --kv-type " + type);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(text(r.out).substr(0, 7), " Paris.") << type << ": " << r.out;
+    Result b = basalt_cmd("bench " + model_arg() + " -p 8 -n 4 -r 1 --json --kv-type " + type);
+    ASSERT_EQ(b.rc, 0) << b.out;
+    const nlohmann::json j = nlohmann::json::parse(b.out.substr(b.out.rfind("\n{") + 1));
+    EXPECT_EQ(j["kv_type"].get<std::string>(), type);
+    EXPECT_EQ(j["kv_position_bytes"].get<int64_t>(), position_bytes) << type;
+  }
+  Result bad = basalt_cmd(run + " --kv-type q2");
+  EXPECT_NE(bad.rc, 0);
 }
 
 // bench --json: one object with the speeds and what ran where (llama-bench's fields and ours).

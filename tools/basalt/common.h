@@ -24,7 +24,7 @@ struct ModelOptions {
   int64_t ctx_size = 0;  // 0 = min(training context, 4096)
   int64_t ubatch = 512;
   std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
-  std::string kv_type = "f16";  // the KV cache's: f16 or q8
+  std::string kv_type = "f16";  // the KV cache's: f16, q8, q4 or k8v4
   int64_t kv_budget_mib = 0;  // 0 = 90% of the memory available when the session is made
   OffloadOptions offload;  // --gpu, --gpu-device, --gpu-layers
 };
