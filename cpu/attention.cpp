@@ -178,16 +178,6 @@ void attention(const float* q, const float* k, const float* v, float* out, const
 
   const int64_t n_pieces = static_cast<int64_t>(w.pieces.size());
   const KvType type = kv.type();
-  // Where KV head kvh's keys (kv = 0) or values (1) start in a block, and their scales.
-  auto head_at = [&](int kv_side, int64_t kvh) {
-    const KvType t = kv_side_type(type, kv_side);
-    return kvh * hd * kCacheBlock * (t == KvType::f16 ? 2 : 1) / (t == KvType::q4 ? 2 : 1);
-  };
-  auto scales_at = [&](int kv_side, int64_t kvh) -> int64_t {
-    const KvType t = kv_side_type(type, kv_side);
-    if (t == KvType::f16) return 0;
-    return kv.scales_offset(kv_side) + kvh * (t == KvType::q4 ? hd / 32 * kCacheBlock * 2 : kCacheBlock * 4);
-  };
   const bool scaled = type != KvType::f16;
   const size_t scratch = static_cast<size_t>(kern->scratch_floats(heads_per_piece, tile_tok * group, hd));
   const RowKernels& rows = row_kernels(isa);
@@ -208,8 +198,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     float* s = w.states.data() + p.state;
     const uint8_t *kb = kv.key_pool(layer), *vb = kv.value_pool(layer);
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
-                    kv_side_type(type, 0), kv_side_type(type, 1), kb + head_at(0, p.kvh), vb + head_at(1, p.kvh),
-                    scaled ? kb + scales_at(0, p.kvh) : nullptr, scaled ? vb + scales_at(1, p.kvh) : nullptr,
+                    kv_side_type(type, 0), kv_side_type(type, 1), kb + kv.head_offset(0, p.kvh), vb + kv.head_offset(1, p.kvh),
+                    scaled ? kb + kv.head_scales_offset(0, p.kvh) : nullptr, scaled ? vb + kv.head_scales_offset(1, p.kvh) : nullptr,
                     kv.table(seq).data(), kv.block_bytes(0), kv.block_bytes(1),
                     p.p0, p.p1, scale, window,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,

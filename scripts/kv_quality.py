@@ -12,13 +12,14 @@
 # scripts/bench_vs_llamacpp.py for how to build it for this CPU).
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests/python"))
+import perplexity_windows  # noqa: E402  (basalt perplexity's windows)
 BASALT_TYPES = ["f16", "q8", "q4", "k8v4"]
 LLAMA_TYPES = {"f16": (1, 1), "q8_0": (8, 8), "q4_0": (2, 2), "k q8_0, v q4_0": (8, 2)}  # ggml type ids (K, V)
 
@@ -32,28 +33,19 @@ def basalt_ppl(args, kv_type):
 
 
 def llama_ppl(args, type_k, type_v):
-    import numpy as np
     from llama_cpp import Llama
     llm = Llama(model_path=args.model, n_ctx=args.ctx, n_batch=args.ctx, n_threads=args.threads, logits_all=True,
                 type_k=type_k, type_v=type_v, flash_attn=True, verbose=False)
     tokens = llm.tokenize(Path(args.file).read_bytes(), add_bos=True, special=False)
-    n, ctx, stride = len(tokens), args.ctx, args.ctx // 2
-    nll, scored, scored_to, begin = 0.0, 0, 1, 0
-    while scored_to < n:
-        end = min(n, begin + ctx)
-        if end > scored_to:
-            llm.reset()
-            llm.eval(tokens[begin:end])
-            logits = np.asarray(llm.scores[: end - begin], dtype=np.float64)
-            for p in range(max(begin, scored_to - 1), end - 1):
-                row = logits[p - begin]
-                m = row.max()
-                nll += m + math.log(np.exp(row - m).sum()) - row[tokens[p + 1]]
-                scored += 1
-            scored_to = end
-        begin += stride
+
+    def logits_of(window):
+        llm.reset()
+        llm.eval(window)
+        return llm.scores[: len(window)]
+
+    ppl, _ = perplexity_windows.perplexity(tokens, args.ctx, args.ctx // 2, logits_of)
     del llm
-    return math.exp(nll / scored), n
+    return ppl, len(tokens)
 
 
 def main():

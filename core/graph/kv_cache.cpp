@@ -178,7 +178,7 @@ void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const
       }
       int8_t* e = reinterpret_cast<int8_t*>(block) + index(kv, h, 0, j);
       const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
-      std::memcpy(block + scales_offset(kv) + (h * kBlock + j) * 4, &scale, 4);
+      std::memcpy(block + head_scales_offset(kv, h) + j * 4, &scale, 4);
     }
   }
 }
@@ -205,7 +205,7 @@ float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) c
   const int64_t h = i / head_dim_, at = index(kv, h, i % head_dim_, pos % kBlock);
   if (type == KvType::f16) return f16_to_f32(reinterpret_cast<const uint16_t*>(block)[at]);
   float d;
-  std::memcpy(&d, block + scales_offset(kv) + (h * kBlock + pos % kBlock) * 4, 4);
+  std::memcpy(&d, block + head_scales_offset(kv, h) + pos % kBlock * 4, 4);
   return d * static_cast<float>(reinterpret_cast<const int8_t*>(block)[at]);
 }
 
@@ -231,7 +231,7 @@ void KvCache::read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, 
     return;
   }
   float scale;
-  std::memcpy(&scale, block + scales_offset(kv) + (h * kBlock + j) * 4, 4);
+  std::memcpy(&scale, block + head_scales_offset(kv, h) + j * 4, 4);
   const int8_t* e = reinterpret_cast<const int8_t*>(block) + first;
   for (int64_t d = 0; d < hd; ++d) out[d] = scale * static_cast<float>(e[d * stride]);
 }

@@ -102,6 +102,17 @@ class KvCache {
   int64_t scales_offset(int kv = 0) const {
     return kv_side_type(type_, kv) == KvType::q4 ? kv_dim_ * kBlock / 2 : kv_dim_ * kBlock;
   }
+  // Where KV head h's keys (kv = 0) or values (1) start in a block, and its
+  // scales (q8: f32 [kBlock]; q4: f16 [head_dim / 32][kBlock]; f16: none, 0), in bytes.
+  int64_t head_offset(int kv, int64_t h) const {
+    const KvType t = kv_side_type(type_, kv);
+    return h * head_dim_ * kBlock * (t == KvType::f16 ? 2 : 1) / (t == KvType::q4 ? 2 : 1);
+  }
+  int64_t head_scales_offset(int kv, int64_t h) const {
+    const KvType t = kv_side_type(type_, kv);
+    if (t == KvType::f16) return 0;
+    return scales_offset(kv) + h * (t == KvType::q4 ? head_dim_ / 32 * kBlock * 2 : kBlock * 4);
+  }
 
   // The pool.
   int64_t n_blocks() const { return n_blocks_; }
@@ -141,9 +152,9 @@ class KvCache {
   // stored, into out: element() a head at a time (finding the block once).
   void key_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(0, layer, seq, pos, h, out); }
   void value_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(1, layer, seq, pos, h, out); }
-  // The keys (values) of one layer: block id b at + b * block_bytes(), KV
-  // head h's elements at + h * head_dim * kBlock elements, its q8 scales at
-  // + scales_offset() + h * kBlock * 4 bytes.
+  // The keys (values) of one layer: block id b at + b * block_bytes(0)
+  // (block_bytes(1)), KV head h's elements at + head_offset(kv, h) bytes, its
+  // scales at + head_scales_offset(kv, h).
   const uint8_t* key_pool(int64_t layer) const { return pool(0, layer); }
   const uint8_t* value_pool(int64_t layer) const { return pool(1, layer); }
   // The block holding position pos of seq, in key_pool(layer) or value_pool(layer).
@@ -164,7 +175,7 @@ class KvCache {
   }
   static int q4_shift(int kv, int64_t d, int64_t j) { return kv == 0 ? 4 * static_cast<int>(j / (kBlock / 2)) : 4 * static_cast<int>(d % 32 / 16); }
   int64_t q4_scale_at(int kv, int64_t h, int64_t d, int64_t j) const {
-    return scales_offset(kv) + ((h * (head_dim_ / 32) + d / 32) * kBlock + j) * 2;
+    return head_scales_offset(kv, h) + (d / 32 * kBlock + j) * 2;
   }
   int64_t pair_bytes() const { return block_bytes(0) + block_bytes(1); }
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;

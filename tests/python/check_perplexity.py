@@ -23,31 +23,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
+import perplexity_windows  # noqa: E402
 import reference_forward  # noqa: E402
 
 CTX, STRIDE = 64, 24
 
 
 def reference_ppl(model: Path, tokens: list[int]) -> tuple[float, int]:
-    nll, scored, scored_to, n = 0.0, 0, 1, len(tokens)
-    begin = 0
-    while scored_to < n:
-        end = min(n, begin + CTX)
-        if end > scored_to:
-            logits = reference_forward.forward(str(model), tokens[begin:end])
-            for p in range(max(begin, scored_to - 1), end - 1):
-                row = logits[p - begin]
-                mx = row.max()
-                nll += mx + np.log(np.exp(row - mx).sum()) - row[tokens[p + 1]]
-                scored += 1
-            scored_to = end
-        begin += STRIDE
-    return float(np.exp(nll / scored)), scored
+    return perplexity_windows.perplexity(tokens, CTX, STRIDE, lambda w: reference_forward.forward(str(model), w))
 
 
 def main() -> int:

@@ -343,14 +343,16 @@ TEST_P(AttentionIsa, VectorExp) {
 }
 
 // One layer with one head of head_dim.
-ModelSpec one_head_spec(int64_t head_dim) {
+// n_layer layers of n_head heads of head_dim, each its own KV head.
+ModelSpec heads_spec(int64_t n_layer, int64_t n_head, int64_t head_dim) {
   ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head = spec.n_head_kv = 1;
+  spec.n_layer = n_layer;
+  spec.n_head = spec.n_head_kv = n_head;
   spec.head_dim = spec.rope_dim = head_dim;
-  spec.n_embd = head_dim;
+  spec.n_embd = n_head * head_dim;
   return spec;
 }
+ModelSpec one_head_spec(int64_t head_dim) { return heads_spec(1, 1, head_dim); }
 
 // The window is what the reference sees: a token attends to its last
 // `window` positions, its own included, as llama.cpp and HF mask it (a query at
@@ -379,11 +381,7 @@ TEST(Attention, ReferenceWindowSeesTheLastPositions) {
 // kernels read as vectors), values as rows, q8 scales after each; every
 // (layer, sequence, position) its own, in a paged cache whose blocks interleave.
 TEST(KvCache, BlocksPerHead) {
-  ModelSpec spec;
-  spec.n_layer = 2;
-  spec.n_head = spec.n_head_kv = 3;
-  spec.head_dim = spec.rope_dim = 8;
-  spec.n_embd = 24;
+  const ModelSpec spec = heads_spec(2, 3, 8);
   constexpr int64_t B = KvCache::kBlock;
   const int64_t n_ctx = 2 * B + 5, kvd = spec.kv_dim(), hd = spec.head_dim;
   // Distinct values, exact in f16 and, per head, in q8 (integers up to 127 with a head's largest 127: scale 1).
@@ -618,11 +616,7 @@ TEST(KvCache, RotationIsOrthogonalAndSpreadsOutliers) {
 // nibbles; f16 scales [head][group][position] after each; each head stored
 // rotated (kv_rotation.h), read back un-rotated.
 TEST(KvCache, Q4Layout) {
-  ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head = spec.n_head_kv = 2;
-  spec.head_dim = spec.rope_dim = 64;
-  spec.n_embd = 128;
+  const ModelSpec spec = heads_spec(1, 2, 64);
   constexpr int64_t B = KvCache::kBlock;
   const int64_t kvd = spec.kv_dim(), hd = spec.head_dim;
   KvCache kv(spec, B, 1, KvType::q4);
@@ -662,9 +656,7 @@ TEST(KvCache, Q4Layout) {
       ASSERT_EQ(kv.value(0, 0, p, i), values[p][i]);
     }
   // A head whose size is no multiple of 32 is a clear error.
-  spec.head_dim = spec.rope_dim = 80;
-  spec.n_embd = 160;
-  EXPECT_THROW(KvCache(spec, B, 1, KvType::q4), Error);
+  EXPECT_THROW(KvCache(heads_spec(1, 2, 80), B, 1, KvType::q4), Error);
 }
 
 }  // namespace
