@@ -200,7 +200,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
                     kv_side_type(type, 0), kv_side_type(type, 1), kb + kv.head_offset(0, p.kvh), vb + kv.head_offset(1, p.kvh),
                     scaled ? kb + kv.head_scales_offset(0, p.kvh) : nullptr, scaled ? vb + kv.head_scales_offset(1, p.kvh) : nullptr,
-                    kv.table(seq).data(), kv.block_bytes(0), kv.block_bytes(1),
+                    kv.blocks(layer, seq), kv.block_bytes(0), kv.block_bytes(1),
                     p.p0, p.p1, scale, window,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};

@@ -85,18 +85,21 @@ class VulkanBackend final : public Backend {
     }
     uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else
-    // attention stays on the CPU). Sliding-window models qualify too: the
-    // engine refuses contexts past their window, inside which it sees all.
+    // attention stays on the CPU). A ringed sliding-window layer's copy
+    // holds its rings only (KvCache::layer_blocks).
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
-      const size_t bytes = static_cast<size_t>(kv.n_blocks() * kv.block_bytes());
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
-      if (used + 2 * bytes * static_cast<uint64_t>(layers) <= budget && bytes <= dev_->info().max_storage_range) {
+      auto layer_bytes = [&](int64_t l) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes()); };
+      uint64_t total = 0;
+      for (int64_t l = 0; l < layers; ++l) total += 2 * layer_bytes(l);
+      if (used + total <= budget && static_cast<size_t>(kv.n_blocks() * kv.block_bytes()) <= dev_->info().max_storage_range) {
         try {
           for (int64_t l = 0; l < layers; ++l) {
+            const size_t bytes = layer_bytes(l);
             keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "keys of layer " + std::to_string(l)));
             values_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "values of layer " + std::to_string(l)));
           }
-          used += 2 * bytes * static_cast<uint64_t>(layers);
+          used += total;
         } catch (const gpu::GpuError& e) {
           if (!e.out_of_memory()) throw;
           keys_.clear();
@@ -327,30 +330,40 @@ class VulkanBackend final : public Backend {
   }
 
   // The batch's positions, the cache blocks its keys and values go to, the
-  // block tables of its sequences and RoPE tables, uploaded once per batch.
+  // block tables of its sequences and RoPE tables, uploaded once per batch;
+  // offsets and tables twice when the cache has rings (kind 1: a ringed
+  // layer's, KvCache::blocks(); kind 0: the pool's).
   void upload_batch(RunContext& ctx) {
     if (batch_uploaded_) return;
     const Batch& b = *ctx.batch;
     const int64_t n = b.size();
     const KvCache& kv = *ctx.kv;
-    base_.resize(static_cast<size_t>(n));
+    const int kinds = kv.ring_blocks() > 0 ? 2 : 1;
     block_tables_.clear();
-    table_at_.assign(static_cast<size_t>(kv.n_seq()), -1);
-    for (int64_t t = 0; t < n; ++t) {
-      const std::vector<int32_t>& table = kv.table(b.seq[t]);
-      base_[t] = static_cast<uint32_t>(table.at(static_cast<size_t>(b.pos[t] / KvCache::kBlock)) * kv.block_bytes());
-      int64_t& at = table_at_[static_cast<size_t>(b.seq[t])];
-      if (at >= 0) continue;
-      at = static_cast<int64_t>(block_tables_.size());
-      block_tables_.insert(block_tables_.end(), table.begin(), table.end());
+    gpu::Stream& s = stream();
+    ensure(pos_, n * 4, "positions", &ctx);
+    s.upload(*pos_, b.pos.data(), n * 4);
+    for (int kind = 0; kind < kinds; ++kind) {
+      // The first layer of this kind stands for all of them: their tables are the same.
+      int64_t layer = 0;
+      while (kv.ringed(layer) != (kind == 1)) ++layer;
+      std::vector<uint32_t>& base = base_[kind];
+      base.resize(static_cast<size_t>(n));
+      table_at_[kind].assign(static_cast<size_t>(kv.n_seq()), -1);
+      for (int64_t t = 0; t < n; ++t) {
+        const int32_t* table = kv.blocks(layer, b.seq[t]);
+        base[t] = static_cast<uint32_t>(table[b.pos[t] / KvCache::kBlock] * kv.block_bytes());
+        int64_t& at = table_at_[kind][static_cast<size_t>(b.seq[t])];
+        if (at >= 0) continue;
+        at = static_cast<int64_t>(block_tables_.size());
+        const int64_t len = kind == 1 ? KvCache::blocks_for(kv.n_ctx()) : static_cast<int64_t>(kv.table(b.seq[t]).size());
+        block_tables_.insert(block_tables_.end(), table, table + len);
+      }
+      ensure(base_buf_[kind], n * 4, "cache offsets", &ctx);
+      s.upload(*base_buf_[kind], base.data(), n * 4);
     }
     if (block_tables_.empty()) block_tables_.push_back(0);
-    ensure(pos_, n * 4, "positions", &ctx);
-    ensure(base_buf_, n * 4, "cache offsets", &ctx);
     ensure(block_tables_buf_, block_tables_.size() * 4, "block tables", &ctx);
-    gpu::Stream& s = stream();
-    s.upload(*pos_, b.pos.data(), n * 4);
-    s.upload(*base_buf_, base_.data(), n * 4);
     s.upload(*block_tables_buf_, block_tables_.data(), block_tables_.size() * 4);
     for (RopeTable& t : rope_tables_) t.current = false;
     batch_uploaded_ = true;
@@ -384,7 +397,8 @@ class VulkanBackend final : public Backend {
     const int64_t block_bytes = ctx.kv->block_bytes();
     const KvType type = ctx.kv->type();
     gpu::Stream& s = stream();
-    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_.get(), &kc, &vc, rows, kvd, spec_.head_dim, type});
+    const int kind = ctx.kv->ringed(n.layer) ? 1 : 0;
+    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_[kind].get(), &kc, &vc, rows, kvd, spec_.head_dim, type});
     // The same rows for the CPU's cache, stored when they come back (flush).
     PendingKv& p = pending_kv_.emplace_back();
     p.kv = ctx.kv;
@@ -399,7 +413,7 @@ class VulkanBackend final : public Backend {
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
       int64_t t1 = t0 + 1, max_pos = b.pos[t0];
       for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
-      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, block_tables_buf_.get(), table_at_[static_cast<size_t>(b.seq[t0])],
+      gpu::AttentionOp op{&q, t0 * qd, qd, &kc, &vc, type, block_tables_buf_.get(), table_at_[kind][static_cast<size_t>(b.seq[t0])],
                           block_bytes, pos_.get(), t0, &o,
                           t0 * qd, qd, t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim,
                           spec_.window_of(n.layer), &partial, max_pos,
@@ -462,7 +476,7 @@ class VulkanBackend final : public Backend {
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_, block_tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
+  std::unique_ptr<gpu::Buffer> pos_, base_buf_[2], block_tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
       expert_y_;
   struct RopeTable {
     float theta, scale;
@@ -470,9 +484,9 @@ class VulkanBackend final : public Backend {
     bool current;  // made for this batch
   };
   std::vector<RopeTable> rope_tables_;
-  std::vector<uint32_t> base_;
-  std::vector<int32_t> block_tables_;  // of the batch's sequences, each once
-  std::vector<int64_t> table_at_;      // per sequence: where its table starts in block_tables_ (-1: not in the batch)
+  std::vector<uint32_t> base_[2];         // per token: its block's offset in a layer's keys (values), of each kind
+  std::vector<int32_t> block_tables_;     // of the batch's sequences, each once per kind
+  std::vector<int64_t> table_at_[2];      // per kind and sequence: where its table starts in block_tables_ (-1: not in the batch)
 };
 
 std::unique_ptr<Backend> make_vulkan_backend(const BackendRequest& r, std::string* plan) {

@@ -63,23 +63,61 @@ uint16_t quantize_kv_q4(const float* x, uint8_t code[32]) {
   return f32_to_f16(d);
 }
 
-KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type)
-    : KvCache(spec, n_ctx, n_seq, n_seq > 0 && n_ctx > 0 ? n_seq * blocks_for(n_ctx) : 0, type) {
+KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type, int64_t run_tokens)
+    : KvCache(spec, n_ctx, n_seq, n_seq > 0 && n_ctx > 0 ? n_seq * blocks_for(n_ctx) : 0, type, run_tokens) {
   for (int seq = 0; seq < n_seq_; ++seq)
     while (grow(seq)) {
     }
 }
 
-KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type)
+namespace {
+// Blocks a ring needs so that one run's positions and the window before the
+// first of them are all in it: window + run - 1 positions, on one more block
+// when they do not start at a block's start. n_ctx's blocks when that is no fewer.
+int64_t ring_blocks_for(const ModelSpec& spec, int64_t n_ctx, int64_t run_tokens) {
+  const int64_t all = KvCache::blocks_for(n_ctx);
+  if (spec.sliding_window <= 0 || run_tokens <= 0) return all;
+  return std::min(all, KvCache::blocks_for(spec.sliding_window + std::min(run_tokens, n_ctx) - 1) + 1);
+}
+}  // namespace
+
+KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens)
     : n_layer_(spec.n_layer), n_ctx_(n_ctx), kv_dim_(spec.kv_dim()), n_head_kv_(spec.n_head_kv),
-      head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks) {
+      head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks),
+      run_tokens_(run_tokens > 0 ? std::min(run_tokens, n_ctx) : n_ctx), window_(spec.sliding_window),
+      ring_blocks_(ring_blocks_for(spec, n_ctx, run_tokens)) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
   if (const std::string why = kv_type_unsupported(type, head_dim_); !why.empty()) throw Error(why);
+  const bool rings = ring_blocks_ < blocks_for(n_ctx);
+  if (rings && static_cast<int64_t>(n_seq) * ring_blocks_ > INT32_MAX) throw Error("KV cache: too many ring blocks");
+  for (int64_t l = 0; l < n_layer_; ++l) {
+    spec_windowed_.push_back(spec.layer_windowed(l));
+    layer_at_.push_back(rings && spec.layer_windowed(l) ? ring_layers_++ : pool_layers_++);
+  }
   data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
   tables_.resize(static_cast<size_t>(n_seq));
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+  if (ring_layers_ > 0) {
+    rings_.resize(static_cast<size_t>(n_seq));
+    for (int seq = 0; seq < n_seq; ++seq)
+      for (int64_t b = 0; b < blocks_for(n_ctx); ++b) rings_[static_cast<size_t>(seq)].push_back(static_cast<int32_t>(seq * ring_blocks_ + b % ring_blocks_));
+  }
+}
+
+size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens) {
+  const int64_t all = blocks_for(n_ctx), ring = ring_blocks_for(spec, n_ctx, run_tokens);
+  int64_t blocks = 0;
+  for (int64_t l = 0; l < spec.n_layer; ++l) blocks += spec.layer_windowed(l) ? ring : all;
+  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type));
+}
+
+bool KvCache::can_resume(int64_t from, int64_t written) const {
+  if (ring_layers_ == 0 || from <= 0 || from >= written) return true;
+  // Block b of a ring holds the last block written with its residue: those
+  // of the ring's length up to written's last are intact.
+  return std::max<int64_t>(0, from - window_ + 1) / kBlock > (written - 1) / kBlock - ring_blocks_;
 }
 
 int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_type, int kv) {
@@ -88,10 +126,6 @@ int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_t
   if (type == KvType::q8) return elements + n_head_kv * kBlock * 4;
   if (type == KvType::q4) return elements / 2 + (elements / 32) * 2;  // codes, and an f16 scale per 32
   return elements * 2;
-}
-
-size_t KvCache::bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type) {
-  return static_cast<size_t>(n_layer * n_seq * blocks_for(n_ctx) * kBlock * position_bytes(n_head_kv, head_dim, type));
 }
 
 bool KvCache::grow(int seq) {
@@ -104,6 +138,7 @@ bool KvCache::grow(int seq) {
 }
 
 void KvCache::share(int seq, int32_t block) {
+  if (ring_layers_ > 0) throw Error("internal: a KV cache with rings cannot share blocks");
   std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
   if (static_cast<int64_t>(t.size()) >= blocks_for(n_ctx_)) throw Error("internal: KV block shared past a sequence's context");
   ref(block);
@@ -137,14 +172,18 @@ void KvCache::unref(int32_t block) {
 }
 
 const uint8_t* KvCache::pool(int kv, int64_t layer) const {
-  return data_.get() + (kv * n_layer_ * block_bytes(0) + layer * block_bytes(kv)) * n_blocks_;
+  // [pool layers' keys][pool layers' values][ring layers' keys][ring layers' values]
+  const bool ring = ringed(layer);
+  const int64_t layers = ring ? ring_layers_ : pool_layers_, blocks = layer_blocks(layer);
+  const int64_t start = ring ? pool_layers_ * n_blocks_ * pair_bytes() : 0;
+  return data_.get() + start + (kv * layers * block_bytes(0) + layer_at_[static_cast<size_t>(layer)] * block_bytes(kv)) * blocks;
 }
 
 const uint8_t* KvCache::block_of(int kv, int64_t layer, int seq, int64_t pos) const {
   const std::vector<int32_t>& t = table(seq);
   if (pos < 0 || pos / kBlock >= static_cast<int64_t>(t.size()))
     throw Error("internal: position " + std::to_string(pos) + " is outside the KV blocks of sequence " + std::to_string(seq));
-  return pool(kv, layer) + t[static_cast<size_t>(pos / kBlock)] * block_bytes(kv);
+  return pool(kv, layer) + blocks(layer, seq)[pos / kBlock] * block_bytes(kv);
 }
 
 void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const float* value) {

@@ -19,6 +19,16 @@
 // never change); the paged one starts with empty tables that grow as the
 // sequences do (a server: memory follows the tokens in flight).
 //
+// Rings: a sliding-window layer reads only its window, so when the caller
+// says how many positions of one sequence a run stores at most (run_tokens,
+// the executor's batch), each such layer keeps a ring of ring_blocks()
+// blocks per sequence instead, the most that a window and one run can span:
+// position p goes to the sequence's ring block (p / kBlock) % ring_blocks(),
+// over the position a ring's length before it, so the layer's memory stops
+// growing past its window. Its table (blocks(layer, seq)) repeats the ring's
+// ids along n_ctx, so the kernels index it as any other. Ring blocks are
+// private to their sequence: a ringed cache cannot share blocks.
+//
 // In a block, per KV head, the attention kernels read two contiguous runs
 // (the hardware prefetchers follow them; decode reads the whole cache once
 // per token):
@@ -36,6 +46,7 @@
 // mask them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -75,21 +86,36 @@ class KvCache {
   // Blocks that hold this many positions.
   static constexpr int64_t blocks_for(int64_t positions) { return (positions + kBlock - 1) / kBlock; }
 
-  // n_seq sequences of n_ctx positions, each holding its blocks from the start.
-  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type = KvType::f16);
+  // n_seq sequences of n_ctx positions, each holding its blocks from the
+  // start. run_tokens > 0 (the most positions of one sequence a run stores)
+  // gives the sliding-window layers rings; 0 keeps every position.
+  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type = KvType::f16, int64_t run_tokens = 0);
   // Paged: n_blocks blocks shared by n_seq sequences of at most n_ctx
   // positions each; every table starts empty (grow()).
-  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type);
+  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens = 0);
 
   KvType type() const { return type_; }
   int64_t n_ctx() const { return n_ctx_; }  // the most positions one sequence may have
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return static_cast<size_t>(n_layer_ * n_blocks_ * pair_bytes()); }
+  size_t bytes() const { return static_cast<size_t>((pool_layers_ * n_blocks_ + ring_layers_ * n_seq_ * ring_blocks_) * pair_bytes()); }
   // What one sequence of `positions` holds: its blocks' keys and values in every layer.
-  size_t bytes_for(int64_t positions) const { return static_cast<size_t>(n_layer_ * blocks_for(positions) * pair_bytes()); }
-  // What a cache of n_seq sequences of n_ctx positions each allocates.
-  static size_t bytes(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_ctx, int n_seq, KvType type);
+  size_t bytes_for(int64_t positions) const {
+    return static_cast<size_t>((pool_layers_ * blocks_for(positions) + ring_layers_ * std::min(blocks_for(positions), ring_blocks_)) *
+                               pair_bytes());
+  }
+  // What one sequence of n_ctx positions holds in a cache made with this spec, type and run_tokens.
+  static size_t bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens = 0);
+  // The most positions of one sequence a run may store (n_ctx when made without run_tokens).
+  int64_t run_tokens() const { return run_tokens_; }
+  // Blocks in a ringed layer's ring (0: no layer is ringed), and whether `layer` is.
+  int64_t ring_blocks() const { return ring_layers_ > 0 ? ring_blocks_ : 0; }
+  bool ringed(int64_t layer) const { return ring_layers_ > 0 && spec_windowed_.at(static_cast<size_t>(layer)); }
+  // Whether a run may continue a sequence at position `from` (dropping what
+  // is past it) after positions [0, written) were stored: a ring overwrites
+  // old positions, so going back further than a ring's length less the
+  // window leaves windows with holes, and the sequence must start over.
+  bool can_resume(int64_t from, int64_t written) const;
   // Bytes of one block of keys (kv = 0) or of values (kv = 1) of one layer:
   // kBlock positions of every KV head. The same for both unless k8v4.
   static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type, int kv = 0);
@@ -116,6 +142,12 @@ class KvCache {
 
   // The pool.
   int64_t n_blocks() const { return n_blocks_; }
+  // Blocks in layer's keys (values): the pool's, or n_seq rings.
+  int64_t layer_blocks(int64_t layer) const { return ringed(layer) ? n_seq_ * ring_blocks_ : n_blocks_; }
+  // The table layer's attention reads for seq: table(seq), or its ring's ids, blocks_for(n_ctx) of them.
+  const int32_t* blocks(int64_t layer, int seq) const {
+    return (ringed(layer) ? rings_ : tables_).at(static_cast<size_t>(seq)).data();
+  }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   // The longest run of consecutive free block ids: a paged sequence needs
   // none (any free block serves), so this only shows how scattered the free
@@ -152,9 +184,9 @@ class KvCache {
   // stored, into out: element() a head at a time (finding the block once).
   void key_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(0, layer, seq, pos, h, out); }
   void value_head(int64_t layer, int seq, int64_t pos, int64_t h, float* out) const { read_head(1, layer, seq, pos, h, out); }
-  // The keys (values) of one layer: block id b at + b * block_bytes(0)
-  // (block_bytes(1)), KV head h's elements at + head_offset(kv, h) bytes, its
-  // scales at + head_scales_offset(kv, h).
+  // The keys (values) of one layer: block id b (of blocks(layer, seq)) at + b
+  // * block_bytes(0) (block_bytes(1)), KV head h's elements at +
+  // head_offset(kv, h) bytes, its scales at + head_scales_offset(kv, h).
   const uint8_t* key_pool(int64_t layer) const { return pool(0, layer); }
   const uint8_t* value_pool(int64_t layer) const { return pool(1, layer); }
   // The block holding position pos of seq, in key_pool(layer) or value_pool(layer).
@@ -185,8 +217,13 @@ class KvCache {
   int n_seq_;
   KvType type_;
   int64_t n_blocks_;
-  AlignedBytes data_;
+  int64_t run_tokens_, window_, ring_blocks_;
+  std::vector<bool> spec_windowed_;  // per layer: the spec's sliding window applies
+  int64_t pool_layers_ = 0, ring_layers_ = 0;
+  std::vector<int64_t> layer_at_;  // per layer: its index among the pool's layers or the rings'
+  AlignedBytes data_;  // the pool's layers' blocks, then the rings' layers'
   std::vector<std::vector<int32_t>> tables_;
+  std::vector<std::vector<int32_t>> rings_;  // per sequence: seq * ring_blocks_ + b % ring_blocks_ for every block b
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;  // taken from the back: the lowest ids first
 };

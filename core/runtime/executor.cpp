@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <utility>
+#include <vector>
 
 #include "core/backend/registry.h"
 #include "core/error.h"
@@ -73,6 +76,16 @@ void Executor::begin(const Batch& batch) {
     if (batch.pos[i] >= kv_.capacity(batch.seq[i]))  // a paged cache: the caller grows the table first
       throw Error("internal: position " + std::to_string(batch.pos[i]) + " of sequence " + std::to_string(batch.seq[i]) +
                   " has no KV block");
+  }
+  if (kv_.ring_blocks() > 0) {  // a ring holds one run's positions of a sequence and the window before them
+    std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(kv_.n_seq()), {INT32_MAX, -1});
+    for (int64_t i = 0; i < n; ++i) {
+      auto& [lo, hi] = span[static_cast<size_t>(batch.seq[i])];
+      lo = std::min(lo, batch.pos[i]), hi = std::max(hi, batch.pos[i]);
+      if (hi - lo >= kv_.run_tokens())
+        throw Error("internal: a batch spans more than " + std::to_string(kv_.run_tokens()) + " positions of sequence " +
+                    std::to_string(batch.seq[i]) + ", more than its KV rings hold");
+    }
   }
   ctx_.batch = &batch;
   ctx_.out_rows.clear();

@@ -34,7 +34,7 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& opt)
       opt_(opt),
       kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running),
           opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx)),
-          opt.kv_type),
+          opt.kv_type, opt.prefix_cache ? 0 : std::max<int64_t>(opt.step_tokens, opt.max_running)),
       executor_(model, kv_, std::max<int64_t>(opt.step_tokens, opt.max_running), opt.offload) {
   if (opt.max_running < 1 || opt.slot_ctx < 1 || opt.step_tokens < 1)
     throw Error("scheduler: max_running, slot_ctx and step_tokens must be at least 1");

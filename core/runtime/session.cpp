@@ -16,10 +16,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+// Sliding-window layers keep rings sized for the chunks (KvCache), so a long
+// context costs their window, not its length.
 Session::Session(const Model& model, int64_t n_ctx, int64_t ubatch, const OffloadOptions& offload, KvType kv_type)
     : model_(model),
-      kv_(model.spec(), n_ctx, 1, kv_type),
-      executor_(model, kv_, std::max<int64_t>(1, std::min(ubatch, n_ctx)), offload) {}
+      kv_(model.spec(), n_ctx, 1, kv_type, std::max<int64_t>(1, std::min(ubatch, n_ctx))),
+      executor_(model, kv_, kv_.run_tokens(), offload) {}
 
 void Session::check_kv_budget(int64_t positions) const {
   const size_t need = kv_.bytes_for(positions);
@@ -30,15 +32,22 @@ void Session::check_kv_budget(int64_t positions) const {
               "input, or a larger budget");
 }
 
+size_t Session::kept_prefix(const std::vector<int32_t>& tokens) const {
+  size_t keep = 0;
+  while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
+  if (keep == tokens.size() && keep > 0) --keep;  // recompute the last token to get its logits
+  if (!kv_.can_resume(static_cast<int64_t>(keep), written_)) keep = 0;  // a ring wrote over the window before keep
+  return keep;
+}
+
 const float* Session::set_context(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw Error("the prompt is empty");
   if (static_cast<int64_t>(tokens.size()) > n_ctx())
     throw Error("the prompt is " + std::to_string(tokens.size()) + " tokens, more than the context of " +
                 std::to_string(n_ctx()) + " (raise it with --ctx-size)");
   check_kv_budget(static_cast<int64_t>(tokens.size()));
-  size_t keep = 0;
-  while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
-  if (keep == tokens.size()) --keep;  // recompute the last token to get its logits
+  const size_t keep = kept_prefix(tokens);
+  if (keep == 0) written_ = 0;
   tokens_.resize(keep);
   const float* logits = nullptr;
   for (size_t i = keep; i < tokens.size();) {
@@ -47,6 +56,7 @@ const float* Session::set_context(const std::vector<int32_t>& tokens) {
     for (size_t j = i; j < end; ++j) batch_.add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
     logits = executor_.run(batch_);
     tokens_.insert(tokens_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i), tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    written_ = std::max(written_, static_cast<int64_t>(end));
     i = end;
   }
   return logits;
@@ -59,6 +69,7 @@ const float* Session::append(int32_t token) {
   batch_.add(token, static_cast<int32_t>(tokens_.size()), 0, true);
   const float* logits = executor_.run(batch_);
   tokens_.push_back(token);
+  written_ = std::max(written_, static_cast<int64_t>(tokens_.size()));
   return logits;
 }
 
@@ -68,11 +79,7 @@ GenerationStats generate(Session& session, const std::vector<int32_t>& prompt, c
   Generation gen(session.model().tokenizer(), opt, prompt, session.model().tokenizer().n_vocab(), on_text);
   GenerationStats& st = gen.stats();
 
-  size_t common = 0;  // tokens already in the cache are not computed again
-  const std::vector<int32_t>& cached = session.tokens();
-  while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) ++common;
-  if (common == prompt.size() && common > 0) --common;
-  st.n_prefilled = static_cast<int64_t>(prompt.size() - common);
+  st.n_prefilled = static_cast<int64_t>(prompt.size() - session.kept_prefix(prompt));  // the rest is in the cache
   auto t0 = std::chrono::steady_clock::now();
   const float* logits = session.set_context(prompt);
   st.prefill_s = seconds_since(t0);

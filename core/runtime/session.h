@@ -26,6 +26,8 @@ class Session {
   // and prefills the rest in chunks. Returns the logits of the last token.
   // Error if the tokens do not fit in the context.
   const float* set_context(const std::vector<int32_t>& tokens);
+  // How many of tokens' first positions set_context(tokens) keeps from the cache.
+  size_t kept_prefix(const std::vector<int32_t>& tokens) const;
   // Appends one token; returns its logits. Error when the context is full.
   const float* append(int32_t token);
 
@@ -48,6 +50,7 @@ class Session {
   Executor executor_;
   Batch batch_;
   std::vector<int32_t> tokens_;
+  int64_t written_ = 0;  // positions [0, written_) were stored since the cache last started over (KvCache::can_resume)
   size_t kv_budget_ = 0;
 
   void check_kv_budget(int64_t positions) const;

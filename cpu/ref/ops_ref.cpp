@@ -44,29 +44,35 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
   const float scale = spec.query_scale();
   const int64_t window = spec.window_of(layer);
-  engine_pool().run(n * spec.n_head, [&](int64_t unit, int) {
-    {
-      const int64_t t = unit / spec.n_head, h = unit % spec.n_head;
-      const float* qh = q + t * qd + h * hd;
-      float* oh = out + t * qd + h * hd;
-      const int64_t kvh = h / group;
-      std::vector<float> acc(static_cast<size_t>(hd), 0.0f), key(acc.size()), value(acc.size());
-      float m = -INFINITY, l = 0;
-      for (int64_t p = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0; p <= batch.pos[t]; ++p) {
-        kv.key_head(layer, batch.seq[t], p, kvh, key.data());
-        kv.value_head(layer, batch.seq[t], p, kvh, value.data());
+  // Per (token, KV head, part of its query heads): each cached key and value
+  // read once for the query heads of a part (a q4 read un-rotates the head);
+  // parts only so that a decode step still has work for every thread.
+  const int64_t units = n * spec.n_head_kv;
+  const int64_t parts = std::min<int64_t>(group, (2 * engine_pool().size() + units - 1) / units);
+  engine_pool().run(units * parts, [&](int64_t unit, int) {
+    const int64_t t = unit / parts / spec.n_head_kv, kvh = unit / parts % spec.n_head_kv, part = unit % parts;
+    const int64_t g0 = group * part / parts, g1 = group * (part + 1) / parts;
+    std::vector<float> acc(static_cast<size_t>(group * hd), 0.0f), key(static_cast<size_t>(hd)), value(key.size());
+    std::vector<float> m(static_cast<size_t>(group), -INFINITY), l(static_cast<size_t>(group), 0.0f);
+    for (int64_t p = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0; p <= batch.pos[t]; ++p) {
+      kv.key_head(layer, batch.seq[t], p, kvh, key.data());
+      kv.value_head(layer, batch.seq[t], p, kvh, value.data());
+      for (int64_t g = g0; g < g1; ++g) {
+        const float* qh = q + t * qd + (kvh * group + g) * hd;
+        float* a = acc.data() + g * hd;
         float s = 0;
         for (int64_t i = 0; i < hd; ++i) s += qh[i] * key[i];
         s *= scale;
         // Online softmax: rescale what was accumulated when the max grows.
-        const float m_new = std::fmax(m, s);
-        const float corr = std::exp(m - m_new), w = std::exp(s - m_new);
-        for (int64_t i = 0; i < hd; ++i) acc[i] = acc[i] * corr + w * value[i];
-        l = l * corr + w;
-        m = m_new;
+        const float m_new = std::fmax(m[g], s);
+        const float corr = std::exp(m[g] - m_new), w = std::exp(s - m_new);
+        for (int64_t i = 0; i < hd; ++i) a[i] = a[i] * corr + w * value[i];
+        l[g] = l[g] * corr + w;
+        m[g] = m_new;
       }
-      for (int64_t i = 0; i < hd; ++i) oh[i] = acc[i] / l;
     }
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < hd; ++i) out[t * qd + (kvh * group + g) * hd + i] = acc[g * hd + i] / l[g];
   });
 }
 

@@ -235,6 +235,10 @@ def main() -> int:
     p.add_argument("--space-prefix", choices=["true", "false"], help="SentencePiece: U+2581 before the text (default: the GGUF's)")
     p.add_argument("--add-bos", choices=["true", "false"], help="SentencePiece: add BOS (default: the GGUF's)")
     p.add_argument("--metaspace", action="store_true", help="SentencePiece: the Metaspace pre-tokenizer, not a normalizer")
+    p.add_argument("--sliding-window", type=int, default=0,
+                   help="a Mistral config whose layers attend to their last N positions")
+    p.add_argument("--global-every", type=int, default=0,
+                   help="with --sliding-window: every Nth layer attends to all (layer_types, as Gemma 3's)")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +272,11 @@ def main() -> int:
         config["num_local_experts"], config["num_experts_per_tok"] = n_expert, k("expert_used_count")
     if arch == "qwen2":
         config["use_sliding_window"] = False
+    if a.sliding_window:
+        config["architectures"], config["model_type"], config["sliding_window"] = ["MistralForCausalLM"], "mistral", a.sliding_window
+        if a.global_every:
+            config["layer_types"] = ["full_attention" if (i + 1) % a.global_every == 0 else "sliding_attention"
+                                     for i in range(n_layer)]
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
     hf: list[tuple[str, np.ndarray, str]] = [("model.embed_tokens.weight", embd, embd_dtype)]

@@ -77,6 +77,7 @@ const Case kCases[] = {
     {128, 1, 4, {4083}, {17}, false, 1.0f, 0.0f, 512},
     {64, 2, 3, {40, 300}, {6, 3}, true, 1.0f, 0.0f, 130},
     {80, 3, 4, {2000}, {1}, false, 1.0f, 0.0f, 1000},
+    {64, 1, 2, {500}, {40}, false, 1.0f, 0.0f, 20},  // a ringed cache: a chunk longer than the window, across its wrap
 };
 
 ModelSpec spec_of(const Case& c) {
@@ -147,23 +148,34 @@ constexpr KvType kKvTypes[] = {KvType::f16, KvType::q8, KvType::q4, KvType::k8v4
 // q4 values need head_dim a multiple of 32: the other cases are left out for q4 and k8v4.
 bool cacheable(const Case& c, KvType type) { return kv_type_unsupported(type, c.head_dim).empty(); }
 
+// The most tokens of one sequence in a case's batch: what a ringed cache is made for.
+int64_t run_tokens_of(const Case& c) { return *std::max_element(c.n_tok.begin(), c.n_tok.end()); }
+
+// A cache for the case whose windowed layers keep rings (kv_cache.h).
+KvCache ringed_kv_cache(const Case& c, KvType type) {
+  return KvCache(spec_of(c), n_ctx_of(c), static_cast<int>(c.ctx.size()), type, run_tokens_of(c));
+}
+
 // Runs one variant (nullptr: the reference) on a fresh cache, paged with
-// interleaved blocks; returns the output, and the cache.
-std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr) {
+// interleaved blocks (or, `ringed`, with rings); returns the output, and the cache.
+std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr, bool ringed = false) {
   const ModelSpec spec = spec_of(c);
-  KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
+  KvCache kv = ringed ? ringed_kv_cache(c, type) : testutil::interleaved_kv_cache(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
   fill_cache(kv, c);
   Inputs in = make_inputs(c, spec);
   std::vector<float> out(in.q.size(), NAN);
   if (isa) cpu::attention(in.q.data(), in.k.data(), in.v.data(), out.data(), in.batch, kv, 1, spec, *isa);
   else cpu::attention_ref(in.q.data(), in.k.data(), in.v.data(), out.data(), in.batch, kv, 1, spec);
-  if (cache_out) {
+  if (cache_out) {  // a head at a time: a q4 element alone costs its head's un-rotation
     cache_out->clear();
+    std::vector<float> head(static_cast<size_t>(spec.head_dim));
     for (int s = 0; s < static_cast<int>(c.ctx.size()); ++s)
       for (int64_t p = 0; p < c.ctx[static_cast<size_t>(s)] + c.n_tok[static_cast<size_t>(s)]; ++p)  // those written
-        for (int64_t i = 0; i < kv.kv_dim(); ++i) {
-          cache_out->push_back(kv.key(1, s, p, i));
-          cache_out->push_back(kv.value(1, s, p, i));
+        for (int64_t h = 0; h < spec.n_head_kv; ++h) {
+          kv.key_head(1, s, p, h, head.data());
+          cache_out->insert(cache_out->end(), head.begin(), head.end());
+          kv.value_head(1, s, p, h, head.data());
+          cache_out->insert(cache_out->end(), head.begin(), head.end());
         }
   }
   return out;
@@ -203,7 +215,7 @@ TEST(Attention, ScalarRunsTheReference) {
   const Isa scalar = Isa::scalar;
   for (KvType type : kKvTypes)
     for (const Case& c : kCases) {
-      if (cacheable(c, type)) {
+      if (cacheable(c, type) && n_ctx_of(c) < 1100) {  // the same code path: the long cases add only time
         EXPECT_TRUE(run(c, &scalar, type) == run(c, nullptr, type)) << c.name();
       }
     }
@@ -231,6 +243,23 @@ TEST_P(AttentionIsa, MatchesReference) {
     std::printf("[ info ] %s, kv %s: worst NMSE against the reference: %.3g (bound %.0e)\n", isa_name(isa),
                 kv_type_name(type), worst, kMaxNmse);
   }
+}
+
+// Rings: windowed layers' keys and values in a ring of blocks per sequence,
+// overwritten as the context passes, give the whole cache's output bit for
+// bit (the kernels read the same positions in the same order, wrapped around).
+TEST_P(AttentionIsa, RingsGiveTheWholeCachesOutput) {
+  const Isa isa = GetParam();
+  int ringed = 0;
+  for (KvType type : kKvTypes)
+    for (const Case& c : kCases) {
+      if (c.window == 0 || !cacheable(c, type)) continue;
+      ringed += ringed_kv_cache(c, type).ring_blocks() > 0;
+      for (const Isa* variant : {static_cast<const Isa*>(nullptr), &isa})
+        EXPECT_TRUE(run(c, variant, type, nullptr, true) == run(c, variant, type))
+            << (variant ? isa_name(isa) : "reference") << " " << c.name() << " kv " << kv_type_name(type);
+    }
+  EXPECT_EQ(ringed, 5 + 5 + 4 + 4);  // five windowed cases wrap rings (four with q4's head_dim)
 }
 
 // The q8 cache against the f16 one, through the reference: int8 with a scale
@@ -432,9 +461,69 @@ TEST(KvCache, BlocksPerHead) {
           }
     const int64_t block = type == KvType::f16 ? B * kvd * 2 : B * kvd + B * 3 * 4;
     EXPECT_EQ(kv.block_bytes(), block);
-    EXPECT_EQ(kv.bytes(), KvCache::bytes(2, 3, 8, n_ctx, 3, type));  // the two and the one left out
+    EXPECT_EQ(kv.bytes(), 3 * KvCache::bytes(spec, n_ctx, type));  // the two and the one left out
     EXPECT_EQ(kv.bytes(), static_cast<size_t>(2 * 2 * 3 * 3 * block));
   }
+}
+
+// Rings: with a window of 100 on every other layer and runs of at most 16
+// positions, a windowed layer holds 3 blocks per sequence (115 positions span
+// at most 3), a global one all 16; each run's positions and the window before
+// them read back whatever wrapped, the other sequence's ring untouched; and a
+// sequence can go back only as far as its ring still holds the window.
+TEST(KvCache, RingsHoldEachRunAndItsWindow) {
+  constexpr int64_t B = KvCache::kBlock;
+  ModelSpec spec = heads_spec(2, 2, 32);
+  spec.sliding_window = 100, spec.swa_period = 2;  // layer 0 windowed, layer 1 global
+  const int64_t n_ctx = 1000, kvd = spec.kv_dim();
+  KvCache kv(spec, n_ctx, 2, KvType::q8, 16);
+  ASSERT_EQ(kv.ring_blocks(), 3);
+  EXPECT_TRUE(kv.ringed(0));
+  EXPECT_FALSE(kv.ringed(1));
+  EXPECT_EQ(kv.layer_blocks(0), 2 * 3);
+  EXPECT_EQ(kv.layer_blocks(1), 2 * 16);
+  const size_t pair = static_cast<size_t>(kv.block_bytes(0) + kv.block_bytes(1));
+  EXPECT_EQ(kv.bytes(), (2 * 3 + 2 * 16) * pair);
+  EXPECT_EQ(kv.bytes_for(n_ctx), (3 + 16) * pair);
+  EXPECT_EQ(kv.bytes_for(100), (2 + 2) * pair);
+  EXPECT_EQ(KvCache::bytes(spec, n_ctx, KvType::q8, 16), kv.bytes_for(n_ctx));
+  EXPECT_EQ(KvCache(spec, n_ctx, 2, KvType::q8).ring_blocks(), 0);  // no run size, no rings
+  EXPECT_EQ(KvCache(spec, 150, 2, KvType::q8, 16).ring_blocks(), 0);  // 3 blocks hold all 150 positions anyway
+  for (int64_t b = 0; b < KvCache::blocks_for(n_ctx); ++b) EXPECT_EQ(kv.blocks(0, 1)[b], 3 + b % 3);
+
+  // Exact in q8: integers up to 127 with each head's largest 127.
+  auto item = [&](int seq, int64_t pos, int64_t i) {
+    return i % 32 == 0 ? 127.0f : static_cast<float>((seq * 7 + pos * 3 + i) % 100);
+  };
+  auto store = [&](int seq, int64_t pos) {
+    std::vector<float> x(static_cast<size_t>(kvd));
+    for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(seq, pos, i);
+    for (int64_t layer = 0; layer < 2; ++layer) kv.store(layer, seq, pos, x.data(), x.data());
+  };
+  auto intact = [&](int64_t layer, int seq, int64_t from, int64_t to) {
+    for (int64_t pos = from; pos < to; ++pos)
+      for (int64_t i = 0; i < kvd; ++i)
+        if (kv.key(layer, seq, pos, i) != item(seq, pos, i) || kv.value(layer, seq, pos, i) != item(seq, pos, i)) return false;
+    return true;
+  };
+  for (int64_t pos = 0; pos < 300; ++pos) store(0, pos);
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += 16) {  // runs of 16, then the window before each
+    const int64_t p1 = std::min(n_ctx, p0 + 16);
+    for (int64_t pos = p0; pos < p1; ++pos) store(1, pos);
+    ASSERT_TRUE(intact(0, 1, std::max<int64_t>(0, p0 - 99), p1)) << "run at " << p0;
+  }
+  EXPECT_TRUE(intact(1, 1, 0, n_ctx));  // the global layer keeps all
+  EXPECT_FALSE(intact(0, 1, 0, B));     // the windowed one wrote over its first block
+  EXPECT_TRUE(intact(0, 0, 300 - 100, 300));
+  // Blocks 13-15 (positions 832-999) are what the ring holds: resuming at p
+  // needs p - 99 in them.
+  EXPECT_TRUE(kv.can_resume(931, n_ctx));
+  EXPECT_FALSE(kv.can_resume(930, n_ctx));
+  EXPECT_TRUE(kv.can_resume(0, n_ctx));
+  EXPECT_TRUE(kv.can_resume(n_ctx, n_ctx));
+  EXPECT_TRUE(kv.can_resume(50, 150));  // nothing wrapped yet
+  EXPECT_TRUE(KvCache(spec, n_ctx, 2, KvType::q8).can_resume(5, n_ctx));
+  EXPECT_THROW(kv.share(0, 0), Error);  // ring blocks are private
 }
 
 // The paged pool: tables grow block by block, full blocks are shared with a

@@ -376,8 +376,9 @@ struct AttnCase {
 
 // cpu::attention writes the batch's keys and values into the cache and gives
 // the reference; the device reads that cache.
+// `ringed`: the layer keeps its window in a ring of blocks (KvCache, runs of 256).
 void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
-                     KvType type = KvType::f16) {
+                     KvType type = KvType::f16, bool ringed = false) {
   ModelSpec spec;
   spec.n_layer = 1;
   spec.n_head_kv = c.n_kv;
@@ -385,7 +386,9 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   spec.head_dim = spec.rope_dim = c.head_dim;
   spec.n_embd = spec.n_head * spec.head_dim;
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
-  KvCache kv = testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
+  if (ringed) spec.sliding_window = window;
+  KvCache kv = ringed ? KvCache(spec, n_ctx, 1, type, 256) : testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
+  ASSERT_EQ(kv.ringed(0), ringed);
   for (int64_t p0 = 0; p0 < c.depth; p0 += 256) {  // the past, through the op itself
     Batch b;
     for (int64_t p = p0; p < std::min(c.depth, p0 + 256); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
@@ -398,7 +401,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
   std::vector<float> want(q.size()), got(q.size());
   cpu::attention(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
-  if (window > 0) {  // the CPU has no windowed attention: a float64 one over the cache's contents
+  if (window > 0) {  // a float64 windowed attention over the cache's contents
     const int64_t hd = c.head_dim, group = c.ratio;
     for (int64_t t = 0; t < c.n_tok; ++t)
       for (int64_t h = 0; h < spec.n_head; ++h) {
@@ -421,10 +424,10 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
       }
   }
 
-  const size_t cache_bytes = static_cast<size_t>(kv.n_blocks() * kv.block_bytes());
+  const size_t cache_bytes = static_cast<size_t>(kv.layer_blocks(0) * kv.block_bytes());
   // The table at an offset in its buffer, as the backend packs the batch's tables.
   std::vector<int32_t> table(3, -1);
-  table.insert(table.end(), kv.table(0).begin(), kv.table(0).end());
+  table.insert(table.end(), kv.blocks(0, 0), kv.blocks(0, 0) + KvCache::blocks_for(n_ctx));
   gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
   gpu::Buffer kb(dev, cache_bytes, gpu::Memory::device, "k"), vb(dev, cache_bytes, gpu::Memory::device, "v");
   gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos"), tb(dev, table.size() * 4, gpu::Memory::device, "table");
@@ -477,6 +480,8 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
     for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
     check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
     check_attention(*dev, {64, 2, 2, 200, 3}, rng, 50, KvType::q8);
+    for (KvType type : {KvType::f16, KvType::q8})  // rings of 6 blocks over 1003 positions
+      check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, true);
   });
 }
 

@@ -13,6 +13,9 @@
 #include "core/runtime/session.h"
 #include "cpu/isa.h"
 #include "tests/unit/isa_testing.h"
+#if defined(BASALT_VULKAN)
+#include "tests/unit/gpu_testing.h"
+#endif
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
@@ -219,6 +222,71 @@ TEST_F(SessionTest, RunningBlockByBlockEqualsAWholeRun) {
   EXPECT_EQ(seen + 4, whole.graph().nodes.size());  // each block node once; not embed, gather_out, the final norm, the output
   EXPECT_THROW(blocks.run_layers(b, 0, static_cast<int>(m->spec().n_layer)), Error);
 }
+
+// A sliding-window model past its window (an HF Mistral folder: window 40 on
+// every other layer): a Session's rings (runs of 16) must give the logits of
+// a CPU cache that keeps every position, within `bound`; going back in the
+// context keeps what the rings still hold, else starts over, either way as a
+// fresh run.
+void check_rings(const std::string& name, const OffloadOptions& offload, double bound) {
+  const std::string dir = test::temp_dir(name), gguf = dir + "/tiny.gguf", hf = dir + "/hf";
+  const std::string py = std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/";
+  std::string out;
+  ASSERT_EQ(test::run_command(py + "make_model.py --vocab tiny --type f32 --n-embd 64 --n-ff 128 --n-head 4 --n-head-kv 2 "
+                              "--n-layer 2 --n-ctx 512 " + gguf + " 2>&1 && " + py + "make_hf_folder.py " + gguf + " " + hf +
+                              " --sliding-window 40 --global-every 2 2>&1", &out), 0) << out;
+  auto m = Model::load(hf);
+  ASSERT_EQ(m->spec().sliding_window, 40);
+  ASSERT_TRUE(m->spec().layer_windowed(0));
+  ASSERT_FALSE(m->spec().layer_windowed(1));
+  const int64_t V = m->spec().n_vocab;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 37 + 11) % 500);
+  auto whole_cache = [&](const std::vector<int32_t>& tokens) {  // the last token's logits, every position kept
+    KvCache kv(m->spec(), 400, 1);
+    Executor ex(*m, kv, 16);
+    const float* l = nullptr;
+    for (size_t i = 0; i < tokens.size(); i += 16) {
+      Batch b;
+      for (size_t j = i; j < std::min(tokens.size(), i + 16); ++j) b.add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
+      l = ex.run(b);
+    }
+    return std::vector<float>(l, l + V);
+  };
+  auto logits = [&](const float* l) { return std::vector<float>(l, l + V); };
+
+  Session s(*m, 400, 16, offload);
+  if (parse_placement(offload.gpu).any()) {
+    ASSERT_NE(s.offload_plan().find("attention"), std::string::npos) << s.offload_plan();
+  }
+  EXPECT_LE(max_rel_diff(logits(s.set_context(ids)), whole_cache(ids)), bound);
+  std::vector<int32_t> more = ids;
+  for (int32_t t : {5, 6, 7}) {  // decode steps
+    more.push_back(t);
+    EXPECT_LE(max_rel_diff(logits(s.append(t)), whole_cache(more)), bound);
+  }
+  // Back to 290 (its window, 251-289, is still in the rings), then to 200 (wrapped over: from the start).
+  for (size_t keep : {size_t{290}, size_t{200}}) {
+    std::vector<int32_t> edited(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep));
+    edited.insert(edited.end(), {9, 10, 11});
+    EXPECT_EQ(s.kept_prefix(edited), keep == 290 ? 290u : 0u);
+    EXPECT_LE(max_rel_diff(logits(s.set_context(edited)), whole_cache(edited)), bound) << keep;
+  }
+}
+
+TEST(SessionRings, WindowedModelPastItsWindowEqualsTheWholeCache) { check_rings("session_rings", {}, 1e-6); }
+
+#if defined(BASALT_VULKAN)
+// The same with attention on the GPU (lavapipe in CI): its copy of the cache
+// has the rings too (the backend's second kind of block table).
+TEST(GpuRings, WindowedModelPastItsWindowEqualsTheWholeCache) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  OffloadOptions offload;
+  offload.gpu = "attn";
+  check_rings("gpu_rings", offload, 1e-4);
+}
+#endif
 
 }  // namespace
 }  // namespace basalt

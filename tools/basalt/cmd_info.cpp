@@ -65,10 +65,10 @@ void info(const ModelOptions& o) {
   for (auto& [name, count] : engine_formats) std::printf("%s x%d  ", name.c_str(), count);
   std::printf("\n");
   const size_t weights = m->weight_bytes();
-  const size_t kv = KvCache::bytes(s.n_layer, s.n_head_kv, s.head_dim, n_ctx, 1, KvType::f16);
-  const size_t kv8 = KvCache::bytes(s.n_layer, s.n_head_kv, s.head_dim, n_ctx, 1, KvType::q8);
+  const size_t kv = KvCache::bytes(s, n_ctx, KvType::f16, o.ubatch);
+  const size_t kv8 = KvCache::bytes(s, n_ctx, KvType::q8, o.ubatch);
   const std::string q4 = kv_type_unsupported(KvType::q4, s.head_dim).empty()
-                             ? ", " + human_bytes(KvCache::bytes(s.n_layer, s.n_head_kv, s.head_dim, n_ctx, 1, KvType::q4)) + " with q4"
+                             ? ", " + human_bytes(KvCache::bytes(s, n_ctx, KvType::q4, o.ubatch)) + " with q4"
                              : "";
   std::printf("memory          %s weights + %s KV cache (f16, %lld tokens; %s with --kv-type q8%s) = %s\n",
               human_bytes(weights).c_str(), human_bytes(kv).c_str(), static_cast<long long>(n_ctx), human_bytes(kv8).c_str(),

@@ -67,11 +67,12 @@ int main(int argc, char** argv) {
     const char* ub = std::getenv("BASALT_UBATCH");
     const int64_t ubatch = ub ? std::max(1L, std::atol(ub)) : 512;
     const char* kv_type = std::getenv("BASALT_KV_TYPE");
-    basalt::KvCache kv(model->spec(), n, 1, kv_type ? basalt::parse_kv_type(kv_type) : basalt::KvType::f16);
+    // Sliding-window layers keep rings, as in a Session (core/graph/kv_cache.h).
+    basalt::KvCache kv(model->spec(), n, 1, kv_type ? basalt::parse_kv_type(kv_type) : basalt::KvType::f16, std::min(ubatch, n));
     basalt::OffloadOptions offload;
     if (const char* g = std::getenv("BASALT_GPU")) offload.gpu = g;
     if (const char* m = std::getenv("BASALT_GPU_MEMORY_MIB")) offload.memory_mib = std::atoll(m);
-    basalt::Executor exec(*model, kv, std::min(ubatch, n), offload);
+    basalt::Executor exec(*model, kv, kv.run_tokens(), offload);
     if (!exec.offload_plan().empty()) std::fprintf(stderr, "%s\n", exec.offload_plan().c_str());
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
