@@ -10,8 +10,8 @@
 Each point is one process per engine, the engines in turn: it fills D random
 tokens of context (prefill from empty, in 512-token chunks: tokens/s), decodes
 N tokens after them (tokens/s), and the process's peak resident memory comes
-from its rusage. The KV bytes are the cache's for D + N positions, from the
-model's shape. Depth 0 is the baseline the "vs d0" column divides by.
+from its rusage. The KV bytes are basalt's cache for D + N positions (its
+rings included: `basalt bench`'s kv_bytes). Depth 0 is the baseline the "vs d0" column divides by.
 
 Writes DIR/long_context.jsonl (one line a point), DIR/long_context.md (the
 table) and DIR/long_context.png (decode speed and peak RSS against context).
@@ -72,7 +72,7 @@ def basalt_point(args, model: str, depth: int, kv: str) -> dict:
     out, rss = run_child(cmd)
     j = json.loads(out.strip().splitlines()[-1])
     return {"fill": j.get("depth_fill_tokens_per_s"), "tg": j["tg_tokens_per_s"], "rss": rss,
-            "weight_bytes": j["weight_bytes"], "kv_bytes": j["kv_position_bytes"] * (depth + args.n)}
+            "weight_bytes": j["weight_bytes"], "kv_bytes": j["kv_bytes"]}
 
 
 def llama_point(args, model: str, depth: int, kv: str) -> dict:

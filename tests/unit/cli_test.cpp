@@ -124,6 +124,7 @@ TEST(Cli, Q8KvCacheRunsAndBenches) {
   EXPECT_EQ(j["kv_type"].get<std::string>(), "q8");
   // SmolLM2: 30 layers x K and V x 3 KV heads x (64 int8 + a 4-byte scale)
   EXPECT_EQ(j["kv_position_bytes"].get<int64_t>(), 30 * 2 * 3 * (64 + 4));
+  EXPECT_EQ(j["kv_bytes"].get<int64_t>(), 64 * j["kv_position_bytes"].get<int64_t>());  // 8 prompt positions: one block
   EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0);
 }
 

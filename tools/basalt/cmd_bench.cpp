@@ -163,6 +163,8 @@ void bench(const BenchOptions& o) {
                               {"decode_bytes", decode_bytes},
                               {"kv_type", kv_type_name(kv_type)},
                               {"kv_position_bytes", kv_position_bytes},
+                              // What one sequence's cache holds at the deepest point (rings included).
+                              {"kv_bytes", KvCache::bytes(spec, std::max(o.n_prompt, o.depth + o.n_gen), kv_type, o.model.ubatch)},
                               {"pp_tokens_per_s", p.mean},
                               {"pp_sd", p.sd},
                               {"tg_tokens_per_s", g.mean},
