@@ -31,6 +31,7 @@ struct Tile {
   int64_t t0, n_tok;  // batch tokens [t0, t0 + n_tok), all of one sequence
   int64_t first;      // the tile reads positions [first, keys): 0, or the window's start for its
   int64_t keys;       // first token, down to a cache block; keys: 1 + their largest position
+  int64_t sink_keys = 0;  // attention sinks before first: positions [0, sink_keys), a piece of their own
 };
 
 struct Piece {
@@ -123,7 +124,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   // Tiles: runs of consecutive tokens of one sequence.
   const int64_t tile_tok = std::max<int64_t>(1, kTileRows / group);
   w.tiles.clear();
-  const int64_t window = spec.window_of(layer);
+  const int64_t window = spec.window_of(layer), sinks = spec.sinks_of(layer);
   for (int64_t t = 0; t < n;) {
     Tile tl{t, 0, INT64_MAX, 0};
     for (; t < n && tl.n_tok < tile_tok && batch.seq[t] == batch.seq[tl.t0]; ++t, ++tl.n_tok) {
@@ -131,6 +132,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
       tl.first = std::min<int64_t>(tl.first, window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0);
     }
     tl.first = tl.first / kKeyAlign * kKeyAlign;
+    tl.sink_keys = std::min(tl.first, round_up(sinks, kKeyAlign));
     w.tiles.push_back(tl);
   }
 
@@ -154,7 +156,11 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     for (int64_t kvh = 0; kvh < n_kv; kvh += heads_per_piece) {
       const int64_t nh = std::min(heads_per_piece, n_kv - kvh), rows = nh * tl.n_tok * group;
       w.first.push_back(static_cast<int64_t>(w.pieces.size()));
-      const bool split = chunk < span;  // then each piece's o waits in states for merge()
+      const bool split = chunk < span || tl.sink_keys > 0;  // then each piece's o waits in states for merge()
+      if (tl.sink_keys > 0) {
+        w.pieces.push_back({static_cast<int64_t>(ti), kvh, nh, 0, tl.sink_keys, state});
+        state += static_cast<size_t>(rows * (hd + 2));
+      }
       for (int64_t p0 = tl.first; p0 < tl.keys; p0 += chunk) {
         w.pieces.push_back({static_cast<int64_t>(ti), kvh, nh, p0, std::min(tl.keys, p0 + chunk), state});
         state += static_cast<size_t>(rows * (split ? hd + 2 : 2));
@@ -194,14 +200,14 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     const Tile& tl = w.tiles[p.tile];
     const int64_t rows = p.n_kv * tl.n_tok * group;
     const int seq = batch.seq[tl.t0];
-    const bool whole = p.p0 == tl.first && p.p1 == tl.keys;
+    const bool whole = p.p0 == tl.first && p.p1 == tl.keys && tl.sink_keys == 0;
     float* s = w.states.data() + p.state;
     const uint8_t *kb = kv.key_pool(layer), *vb = kv.value_pool(layer);
     AttentionTile a{q + tl.t0 * qd + p.kvh * group * hd, qd, batch.pos.data() + tl.t0, tl.n_tok, group, p.n_kv, hd,
                     kv_side_type(type, 0), kv_side_type(type, 1), kb + kv.head_offset(0, p.kvh), vb + kv.head_offset(1, p.kvh),
                     scaled ? kb + kv.head_scales_offset(0, p.kvh) : nullptr, scaled ? vb + kv.head_scales_offset(1, p.kvh) : nullptr,
                     kv.blocks(layer, seq), kv.block_bytes(0), kv.block_bytes(1),
-                    p.p0, p.p1, scale, window,
+                    p.p0, p.p1, scale, window, sinks,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};
     kern->tile(a);

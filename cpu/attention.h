@@ -40,6 +40,7 @@ struct AttentionTile {
   int64_t p0, p1;      // p0 a multiple of kCacheBlock
   float scale;         // score = scale * q.k
   int64_t window;      // positions a token sees, its own included (0: all)
+  int64_t sinks;       // with a window: positions [0, sinks) are seen too
   // Over the positions p of [p0, p1) that row r sees, with s_p its scores:
   float* o;     // row (h, i, g): o + i * ldo + (h * group + g) * head_dim, sum_p exp(s_p - m) v_p
   int64_t ldo;

@@ -86,8 +86,9 @@ class VulkanBackend final : public Backend {
     uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else
     // attention stays on the CPU). A ringed sliding-window layer's copy
-    // holds its rings only (KvCache::layer_blocks).
-    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
+    // holds its rings only (KvCache::layer_blocks). The shader has no
+    // attention sinks (--attention-sinks): those stay on the CPU too.
+    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type()) && spec.attention_sinks == 0) {
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
       auto layer_bytes = [&](int64_t l) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes()); };
       uint64_t total = 0;

@@ -74,10 +74,11 @@ namespace {
 // Blocks a ring needs so that one run's positions and the window before the
 // first of them are all in it: window + run - 1 positions, on one more block
 // when they do not start at a block's start. n_ctx's blocks when that is no fewer.
+// Attention sinks (ModelSpec::attention_sinks) keep blocks of their own in front.
 int64_t ring_blocks_for(const ModelSpec& spec, int64_t n_ctx, int64_t run_tokens) {
   const int64_t all = KvCache::blocks_for(n_ctx);
   if (spec.sliding_window <= 0 || run_tokens <= 0) return all;
-  return std::min(all, KvCache::blocks_for(spec.sliding_window + std::min(run_tokens, n_ctx) - 1) + 1);
+  return std::min(all, KvCache::blocks_for(spec.attention_sinks) + KvCache::blocks_for(spec.sliding_window + std::min(run_tokens, n_ctx) - 1) + 1);
 }
 }  // namespace
 
@@ -85,7 +86,7 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
     : n_layer_(spec.n_layer), n_ctx_(n_ctx), kv_dim_(spec.kv_dim()), n_head_kv_(spec.n_head_kv),
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks),
       run_tokens_(run_tokens > 0 ? std::min(run_tokens, n_ctx) : n_ctx), window_(spec.sliding_window),
-      ring_blocks_(ring_blocks_for(spec, n_ctx, run_tokens)) {
+      ring_blocks_(ring_blocks_for(spec, n_ctx, run_tokens)), sink_blocks_(blocks_for(spec.attention_sinks)) {
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
   if (const std::string why = kv_type_unsupported(type, head_dim_); !why.empty()) throw Error(why);
@@ -102,7 +103,9 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
   if (ring_layers_ > 0) {
     rings_.resize(static_cast<size_t>(n_seq));
     for (int seq = 0; seq < n_seq; ++seq)
-      for (int64_t b = 0; b < blocks_for(n_ctx); ++b) rings_[static_cast<size_t>(seq)].push_back(static_cast<int32_t>(seq * ring_blocks_ + b % ring_blocks_));
+      for (int64_t b = 0; b < blocks_for(n_ctx); ++b)
+        rings_[static_cast<size_t>(seq)].push_back(static_cast<int32_t>(
+            seq * ring_blocks_ + (b < sink_blocks_ ? b : sink_blocks_ + (b - sink_blocks_) % (ring_blocks_ - sink_blocks_))));
   }
 }
 
@@ -115,9 +118,10 @@ size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t
 
 bool KvCache::can_resume(int64_t from, int64_t written) const {
   if (ring_layers_ == 0 || from <= 0 || from >= written) return true;
-  // Block b of a ring holds the last block written with its residue: those
-  // of the ring's length up to written's last are intact.
-  return std::max<int64_t>(0, from - window_ + 1) / kBlock > (written - 1) / kBlock - ring_blocks_;
+  // Past the sinks' blocks, block b of a ring holds the last block written
+  // with its residue: those of the ring's length up to written's last are intact.
+  const int64_t first = std::max(sink_blocks_, std::max<int64_t>(0, from - window_ + 1) / kBlock);
+  return first > (written - 1) / kBlock - (ring_blocks_ - sink_blocks_);
 }
 
 int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_type, int kv) {

@@ -25,7 +25,8 @@
 // blocks per sequence instead, the most that a window and one run can span:
 // position p goes to the sequence's ring block (p / kBlock) % ring_blocks(),
 // over the position a ring's length before it, so the layer's memory stops
-// growing past its window. Its table (blocks(layer, seq)) repeats the ring's
+// growing past its window (attention sinks, when the spec has them, keep
+// blocks of their own in front). Its table (blocks(layer, seq)) repeats the ring's
 // ids along n_ctx, so the kernels index it as any other. Ring blocks are
 // private to their sequence: a ringed cache cannot share blocks.
 //
@@ -217,7 +218,7 @@ class KvCache {
   int n_seq_;
   KvType type_;
   int64_t n_blocks_;
-  int64_t run_tokens_, window_, ring_blocks_;
+  int64_t run_tokens_, window_, ring_blocks_, sink_blocks_;  // a ring: its attention sinks' blocks, then the window's
   std::vector<bool> spec_windowed_;  // per layer: the spec's sliding window applies
   int64_t pool_layers_ = 0, ring_layers_ = 0;
   std::vector<int64_t> layer_at_;  // per layer: its index among the pool's layers or the rings'

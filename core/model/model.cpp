@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "core/util/memory.h"
 #include "quant/qa_layout.h"
 
@@ -23,6 +24,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   std::error_code ec;
   std::unique_ptr<Model> m = std::filesystem::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);
   if (options.quantize) m->quantize_dense(*options.quantize);
+  if (options.window > 0 || options.attention_sinks > 0) {
+    if (options.window <= 0 || options.attention_sinks < 0)
+      throw Error("--attention-sinks needs --window (the positions each token sees after the sinks)");
+    if (m->spec_.sliding_window > 0)
+      throw Error(path + " has a sliding window of its own (" + std::to_string(m->spec_.sliding_window) +
+                  " positions): --window and --attention-sinks are for models without one");
+    m->spec_.sliding_window = options.window, m->spec_.swa_period = 0, m->spec_.attention_sinks = options.attention_sinks;
+  }
   return m;
 }
 

@@ -37,6 +37,11 @@ struct LoadOptions {
   // q8_0 everywhere, or q4_0 with the token embedding and output layer in
   // q8_0 (the layers most sensitive to it). The MoE router stays dense.
   std::optional<RtnType> quantize;
+  // Streaming attention for a model without a sliding window (StreamingLLM,
+  // Xiao et al., 2023): every layer sees the first attention_sinks positions
+  // and the last `window` (0: off). An approximation that keeps memory and
+  // speed flat past the window; its perplexity cost is in docs/PERFORMANCE.md.
+  int64_t attention_sinks = 0, window = 0;
 };
 
 class Model {

@@ -27,9 +27,11 @@ struct ModelSpec {
   bool attn_bias = false;    // qwen2: biases on Q, K, V
   bool tied_output = false;  // no output.weight: the token embedding is reused
   // Attention sees only the last sliding_window positions (0: all), its own
-  // included, on the layers layer_windowed() names. The cache still keeps
-  // every position (a ring of blocks per windowed layer would not: issue 25).
+  // included, on the layers layer_windowed() names (their KV cache can be a
+  // ring: core/graph/kv_cache.h), and the first attention_sinks positions
+  // too (StreamingLLM's sinks: --attention-sinks with --window).
   int64_t sliding_window = 0;
+  int64_t attention_sinks = 0;
   // Which layers have the window: all of them (0, Mistral), or all but every
   // swa_period-th (Gemma 3's local/global interleave: 6, layers 5, 11, ... global).
   int64_t swa_period = 0;
@@ -52,6 +54,7 @@ struct ModelSpec {
     return sliding_window > 0 && (swa_period == 0 || layer % swa_period != swa_period - 1);
   }
   int64_t window_of(int64_t layer) const { return layer_windowed(layer) ? sliding_window : 0; }  // 0: all positions
+  int64_t sinks_of(int64_t layer) const { return layer_windowed(layer) ? attention_sinks : 0; }
 
 
   int64_t q_dim() const { return n_head * head_dim; }

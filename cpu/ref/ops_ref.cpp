@@ -43,7 +43,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const int64_t group = spec.n_head / spec.n_head_kv;
   for (int64_t t = 0; t < n; ++t) kv.store(layer, batch.seq[t], batch.pos[t], k + t * kvd, v + t * kvd);
   const float scale = spec.query_scale();
-  const int64_t window = spec.window_of(layer);
+  const int64_t window = spec.window_of(layer), sinks = spec.sinks_of(layer);
   // Per (token, KV head, part of its query heads): each cached key and value
   // read once for the query heads of a part (a q4 read un-rotates the head);
   // parts only so that a decode step still has work for every thread.
@@ -54,7 +54,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
     const int64_t g0 = group * part / parts, g1 = group * (part + 1) / parts;
     std::vector<float> acc(static_cast<size_t>(group * hd), 0.0f), key(static_cast<size_t>(hd)), value(key.size());
     std::vector<float> m(static_cast<size_t>(group), -INFINITY), l(static_cast<size_t>(group), 0.0f);
-    for (int64_t p = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0; p <= batch.pos[t]; ++p) {
+    auto visit = [&](int64_t p) {
       kv.key_head(layer, batch.seq[t], p, kvh, key.data());
       kv.value_head(layer, batch.seq[t], p, kvh, value.data());
       for (int64_t g = g0; g < g1; ++g) {
@@ -70,7 +70,11 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
         l[g] = l[g] * corr + w;
         m[g] = m_new;
       }
-    }
+    };
+    // The sinks before the window, then the window (or all) up to the token's own position.
+    const int64_t start = window > 0 ? std::max<int64_t>(0, batch.pos[t] - window + 1) : 0;
+    for (int64_t p = 0; p < std::min(sinks, start); ++p) visit(p);
+    for (int64_t p = start; p <= batch.pos[t]; ++p) visit(p);
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t i = 0; i < hd; ++i) out[t * qd + (kvh * group + g) * hd + i] = acc[g * hd + i] / l[g];
   });

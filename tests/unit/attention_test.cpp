@@ -35,6 +35,7 @@ struct Case {
   float q_scale = 1;           // larger: sharper softmax, scores of tens
   float key_growth = 0;        // cached key p times 1 + key_growth * p / 1000: the rows' max jumps in late blocks
   int64_t window = 0;          // a sliding window: each token sees its last `window` positions (0: all)
+  int64_t sinks = 0;           // with a window: the first `sinks` positions too
 
   std::string name() const {
     std::string s = "head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv) + " ratio " +
@@ -42,6 +43,7 @@ struct Case {
     for (size_t i = 0; i < ctx.size(); ++i)
       s += " | seq " + std::to_string(i) + ": " + std::to_string(n_tok[i]) + " tokens after " + std::to_string(ctx[i]);
     if (window) s += " | window " + std::to_string(window);
+    if (sinks) s += " | sinks " + std::to_string(sinks);
     return s + (interleave ? " interleaved" : "") + " q x" + std::to_string(q_scale) +
            (key_growth ? " keys growing x" + std::to_string(key_growth) : "");
   }
@@ -78,6 +80,12 @@ const Case kCases[] = {
     {64, 2, 3, {40, 300}, {6, 3}, true, 1.0f, 0.0f, 130},
     {80, 3, 4, {2000}, {1}, false, 1.0f, 0.0f, 1000},
     {64, 1, 2, {500}, {40}, false, 1.0f, 0.0f, 20},  // a ringed cache: a chunk longer than the window, across its wrap
+    // Attention sinks: in the window's block or a piece of their own, more than a block of them, rings.
+    {64, 2, 3, {300}, {1}, false, 1.0f, 0.0f, 64, 4},
+    {64, 2, 3, {100}, {40}, false, 1.0f, 0.0f, 50, 70},
+    {128, 1, 4, {4083}, {17}, false, 1.0f, 0.0f, 512, 4},
+    {64, 1, 2, {500}, {40}, false, 1.0f, 0.0f, 20, 3},
+    {64, 2, 3, {2000}, {1}, false, 4.0f, 0.0f, 100, 1},  // a decode split across threads, a sharp softmax
 };
 
 ModelSpec spec_of(const Case& c) {
@@ -88,6 +96,7 @@ ModelSpec spec_of(const Case& c) {
   s.head_dim = c.head_dim;
   s.n_embd = s.n_head * s.head_dim;
   s.sliding_window = c.window;  // every layer (swa_period 0)
+  s.attention_sinks = c.sinks;
   return s;
 }
 
@@ -259,7 +268,7 @@ TEST_P(AttentionIsa, RingsGiveTheWholeCachesOutput) {
         EXPECT_TRUE(run(c, variant, type, nullptr, true) == run(c, variant, type))
             << (variant ? isa_name(isa) : "reference") << " " << c.name() << " kv " << kv_type_name(type);
     }
-  EXPECT_EQ(ringed, 5 + 5 + 4 + 4);  // five windowed cases wrap rings (four with q4's head_dim)
+  EXPECT_EQ(ringed, 9 + 9 + 8 + 8);  // nine windowed cases wrap rings (eight with q4's head_dim)
 }
 
 // The q8 cache against the f16 one, through the reference: int8 with a scale
@@ -524,6 +533,21 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
   EXPECT_TRUE(kv.can_resume(50, 150));  // nothing wrapped yet
   EXPECT_TRUE(KvCache(spec, n_ctx, 2, KvType::q8).can_resume(5, n_ctx));
   EXPECT_THROW(kv.share(0, 0), Error);  // ring blocks are private
+
+  // Attention sinks: the first 70 positions keep 2 blocks of their own in front of the ring.
+  spec.attention_sinks = 70;
+  KvCache sunk(spec, n_ctx, 1, KvType::q8, 16);
+  ASSERT_EQ(sunk.ring_blocks(), 2 + 3);
+  for (int64_t b = 0; b < KvCache::blocks_for(n_ctx); ++b) EXPECT_EQ(sunk.blocks(0, 0)[b], b < 2 ? b : 2 + (b - 2) % 3);
+  std::vector<float> x(static_cast<size_t>(kvd));
+  for (int64_t pos = 0; pos < n_ctx; ++pos) {
+    for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(0, pos, i);
+    sunk.store(0, 0, pos, x.data(), x.data());
+  }
+  for (int64_t pos : {0, 69, 127, 900, 999})  // the sinks' blocks, and the window
+    for (int64_t i = 0; i < kvd; ++i) ASSERT_EQ(sunk.key(0, 0, pos, i), item(0, pos, i)) << pos;
+  EXPECT_TRUE(sunk.can_resume(931, n_ctx));
+  EXPECT_FALSE(sunk.can_resume(930, n_ctx));
 }
 
 // The paged pool: tables grow block by block, full blocks are shared with a

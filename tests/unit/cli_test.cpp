@@ -147,6 +147,22 @@ TEST(Cli, Q4AndK8v4KvCachesRunAndBench) {
   EXPECT_NE(bad.rc, 0);
 }
 
+// Streaming attention: the greedy answer of a prompt inside the window is
+// full attention's; past it, bench's cache is a ring (the sinks' block, then
+// a 64-token window and a 64-token chunk in 2 blocks, plus one); sinks need a window.
+TEST(Cli, WindowAndAttentionSinks) {
+  Result r = basalt_cmd("run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0 --window 64 --attention-sinks 4");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find(" Paris."), std::string::npos) << r.out;
+  Result b = basalt_cmd("bench " + model_arg() + " -p 0 -n 4 -d 1000 -b 64 -r 1 --json --window 64 --attention-sinks 4");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  const nlohmann::json j = nlohmann::json::parse(b.out.substr(b.out.rfind("\n{") + 1));
+  EXPECT_EQ(j["kv_bytes"].get<int64_t>(), (1 + 2 + 1) * 64 * j["kv_position_bytes"].get<int64_t>());
+  Result bad = basalt_cmd("run " + model_arg() + " -p Hi -n 1 --attention-sinks 4");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.out.find("--window"), std::string::npos) << bad.out;
+}
+
 // bench --json: one object with the speeds and what ran where (llama-bench's fields and ours).
 TEST(Cli, BenchPrintsSpeedsAsJson) {
   Result r = basalt_cmd("bench " + model_arg() + " -p 8 -n 4 -r 2 --json");

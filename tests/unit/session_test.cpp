@@ -224,21 +224,31 @@ TEST_F(SessionTest, RunningBlockByBlockEqualsAWholeRun) {
 }
 
 // A sliding-window model past its window (an HF Mistral folder: window 40 on
-// every other layer): a Session's rings (runs of 16) must give the logits of
-// a CPU cache that keeps every position, within `bound`; going back in the
-// context keeps what the rings still hold, else starts over, either way as a
-// fresh run.
-void check_rings(const std::string& name, const OffloadOptions& offload, double bound) {
+// every other layer; or, `streaming`, the GGUF loaded with 4 attention sinks
+// and a window of 40 on every layer): a Session's rings (runs of 16) must
+// give the logits of a CPU cache that keeps every position, within `bound`
+// (a resumed context's chunks start elsewhere than a fresh run's: other sums,
+// not other values); going back in the context keeps what the rings still
+// hold, else starts over, either way as a fresh run.
+void check_rings(const std::string& name, const OffloadOptions& offload, double bound, bool streaming = false) {
   const std::string dir = test::temp_dir(name), gguf = dir + "/tiny.gguf", hf = dir + "/hf";
   const std::string py = std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/";
   std::string out;
   ASSERT_EQ(test::run_command(py + "make_model.py --vocab tiny --type f32 --n-embd 64 --n-ff 128 --n-head 4 --n-head-kv 2 "
                               "--n-layer 2 --n-ctx 512 " + gguf + " 2>&1 && " + py + "make_hf_folder.py " + gguf + " " + hf +
                               " --sliding-window 40 --global-every 2 2>&1", &out), 0) << out;
-  auto m = Model::load(hf);
+  LoadOptions load;
+  load.attention_sinks = 4, load.window = 40;
+  auto m = streaming ? Model::load(gguf, load) : Model::load(hf);
   ASSERT_EQ(m->spec().sliding_window, 40);
+  ASSERT_EQ(m->spec().attention_sinks, streaming ? 4 : 0);
   ASSERT_TRUE(m->spec().layer_windowed(0));
-  ASSERT_FALSE(m->spec().layer_windowed(1));
+  ASSERT_EQ(m->spec().layer_windowed(1), streaming);
+  if (streaming) {  // for models without a window of their own, and with one
+    EXPECT_THROW(Model::load(hf, load), Error);
+    load.window = 0;
+    EXPECT_THROW(Model::load(gguf, load), Error);
+  }
   const int64_t V = m->spec().n_vocab;
   std::vector<int32_t> ids;
   for (int i = 0; i < 300; ++i) ids.push_back((i * 37 + 11) % 500);
@@ -274,7 +284,8 @@ void check_rings(const std::string& name, const OffloadOptions& offload, double 
   }
 }
 
-TEST(SessionRings, WindowedModelPastItsWindowEqualsTheWholeCache) { check_rings("session_rings", {}, 1e-6); }
+TEST(SessionRings, WindowedModelPastItsWindowEqualsTheWholeCache) { check_rings("session_rings", {}, 1e-5); }
+TEST(SessionRings, AttentionSinksWithAWindowEqualTheWholeCache) { check_rings("session_sinks", {}, 1e-5, true); }
 
 #if defined(BASALT_VULKAN)
 // The same with attention on the GPU (lavapipe in CI): its copy of the cache

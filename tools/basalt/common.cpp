@@ -35,6 +35,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
                  "MiB of memory the KV cache may come to hold (default: 90% of what is available at start); the "
                  "cache takes memory only as the context fills, so -c can be the model's whole training context")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--window", o.window,
+                 "streaming attention for a model without a sliding window: each token sees only the last N "
+                 "positions (and the --attention-sinks), so memory and speed stay flat however long the input; "
+                 "an approximation (docs/PERFORMANCE.md 5.3)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--attention-sinks", o.attention_sinks, "with --window: the first N positions stay seen too (StreamingLLM)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--gpu", o.offload.gpu,
                  "run on a Vulkan GPU: off, auto (a real GPU only, where it pays), all, or a list of attn,experts")
       ->check([](const std::string& v) {
@@ -115,6 +122,7 @@ std::unique_ptr<Model> load_model(const ModelOptions& o, bool verbose) {
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load;
   load.quantize = parse_rtn_type(o.quantize);
+  load.attention_sinks = o.attention_sinks, load.window = o.window;
   auto m = Model::load(path, load);
   if (verbose) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -26,6 +26,7 @@ struct ModelOptions {
   std::string quantize;  // "", "q8" or "q4": dense weights quantized at load
   std::string kv_type = "f16";  // the KV cache's: f16, q8, q4 or k8v4
   int64_t kv_budget_mib = 0;  // 0 = 90% of the memory available when the session is made
+  int64_t attention_sinks = 0, window = 0;  // streaming attention (LoadOptions); 0 = off
   OffloadOptions offload;  // --gpu, --gpu-device, --gpu-layers
 };
 void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional = false);
