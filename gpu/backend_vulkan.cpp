@@ -90,15 +90,14 @@ class VulkanBackend final : public Backend {
     // attention sinks (--attention-sinks): those stay on the CPU too.
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type()) && spec.attention_sinks == 0) {
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
-      auto layer_bytes = [&](int64_t l) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes()); };
+      auto layer_bytes = [&](int64_t l, int side) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes(side)); };
       uint64_t total = 0;
-      for (int64_t l = 0; l < layers; ++l) total += 2 * layer_bytes(l);
+      for (int64_t l = 0; l < layers; ++l) total += layer_bytes(l, 0) + layer_bytes(l, 1);
       if (used + total <= budget && static_cast<size_t>(kv.n_blocks() * kv.block_bytes()) <= dev_->info().max_storage_range) {
         try {
           for (int64_t l = 0; l < layers; ++l) {
-            const size_t bytes = layer_bytes(l);
-            keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "keys of layer " + std::to_string(l)));
-            values_.push_back(std::make_unique<gpu::Buffer>(*dev_, bytes, gpu::Memory::device, "values of layer " + std::to_string(l)));
+            keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, layer_bytes(l, 0), gpu::Memory::device, "keys of layer " + std::to_string(l)));
+            values_.push_back(std::make_unique<gpu::Buffer>(*dev_, layer_bytes(l, 1), gpu::Memory::device, "values of layer " + std::to_string(l)));
           }
           used += total;
         } catch (const gpu::GpuError& e) {
@@ -411,6 +410,8 @@ class VulkanBackend final : public Backend {
     s.download(k, p.k.data(), p.k.size() * 4);
     s.download(v, p.v.data(), p.v.size() * 4);
     const gpu::Buffer& partial = ensure(partial_, gpu::attention_partial_bytes(spec_.head_dim), "attention partials", &ctx);
+    // A q4 side is stored rotated (kv_rotation.h): rotate the queries for its keys (q is read only here).
+    if (kv_side_type(type, 0) == KvType::q4) gpu::kv_rotate_rows(*dev_, s, q, 0, qd, rows, spec_.n_head, spec_.head_dim);
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
       int64_t t1 = t0 + 1, max_pos = b.pos[t0];
       for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
@@ -422,6 +423,8 @@ class VulkanBackend final : public Backend {
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }
+    // ... and the output back for its values.
+    if (kv_side_type(type, 1) == KvType::q4) gpu::kv_rotate_rows(*dev_, s, o, 0, qd, rows, spec_.n_head, spec_.head_dim);
     written(n.out);
   }
 

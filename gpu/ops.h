@@ -84,7 +84,8 @@ void moe_combine(Device& device, Stream& stream, const Buffer& ye, const Buffer&
                  int64_t y_offset, int64_t ldy, int64_t n_tok, int64_t d, int64_t n_expert, int64_t k);
 
 // Attention of n_tok query rows of one sequence against its cached keys and
-// values (f16 or q8, the CPU cache's block layout: core/graph/kv_cache.h): token
+// values (any KvType, the CPU cache's block layout: core/graph/kv_cache.h; q4
+// sides read rotated: the caller rotates the queries and the output, kv_rotate_rows): token
 // t sees positions up to pos[t] (and, with a window, only the last window).
 struct AttentionOp {
   const Buffer* q;  // [n_tok][ldq] floats from q_offset: n_head x head_dim each
@@ -94,7 +95,7 @@ struct AttentionOp {
   KvType kv_type = KvType::f16;
   const Buffer* table;  // int32 block ids: the sequence's block b is table[table_offset + b]
   int64_t table_offset = 0;
-  int64_t block_bytes = 0;  // a block, in both k and v
+  int64_t block_bytes = 0;  // a block of keys (of values: KvCache::block_bytes(.., 1), the same but for k8v4)
   const Buffer* pos;  // int32 [n_tok] from pos_offset
   int64_t pos_offset = 0;
   const Buffer* o;  // [n_tok][ldo] floats from o_offset
@@ -120,6 +121,11 @@ struct KvStoreOp {
   KvType kv_type = KvType::f16;
 };
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
+// Rotates n_rows rows of n_heads heads (floats, rows ld apart from offset) in
+// place as a q4 cache rotates its heads (kv_rotate): the queries before
+// attention reads q4 keys, its output after it read q4 values.
+void kv_rotate_rows(Device& device, Stream& stream, const Buffer& x, int64_t offset, int64_t ld, int64_t n_rows,
+                    int64_t n_heads, int64_t head_dim);
 
 // y[i] = silu(gate[i]) * up[i], i < n; y may be gate.
 void swiglu(Device& device, Stream& stream, const Buffer& gate, const Buffer& up, const Buffer& y, int64_t n);

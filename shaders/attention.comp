@@ -14,11 +14,20 @@
 // are cut into that many ranges (workgroups z: split-K, so a decode step
 // fills the GPU); each writes its (max, sum, unnormalized o) per row to
 // part[] and attention_merge.comp combines them. Defines: HEADS (HG), TOKENS
-// (TQ); Q8 (int8 cache); WORDS16 (f16 cache read as 32-bit words: devices
+// (TQ); Q8 (int8 cache); Q4 (4-bit codes with an f16 scale per (position, 32
+// dimensions), kv_cache.h's nibble layout; the host rotated the queries and
+// un-rotates the output, kv_rotation.h); K8V4 (q8 keys, q4 values; the
+// values' blocks have their own size); WORDS16 (f16 cache read as 32-bit words: devices
 // without 16-bit storage); SUBGROUP: the block's maxima and sums by subgroup operations
 // (group_reduce.glsl).
 #version 450
-#if !defined(Q8) && !defined(WORDS16)
+#if defined(Q8) || defined(K8V4)
+#define KEY_Q8
+#endif
+#if defined(Q4) || defined(K8V4)
+#define VALUE_Q4
+#endif
+#if !defined(Q8) && !defined(Q4) && !defined(K8V4) && !defined(WORDS16)
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 #extension GL_GOOGLE_include_directive : require
@@ -33,7 +42,13 @@ const uint BLOCK = 64;
 const uint MAX_DIMS = 4;  // head_dim <= 256
 
 layout(binding = 0) readonly buffer Q { float q[]; };
-#ifdef Q8
+#if defined(Q4) || defined(K8V4)
+layout(binding = 1) readonly buffer K { uint k[]; };  // codes and scales, by bytes
+layout(binding = 2) readonly buffer V { uint v[]; };
+const uint ELEMENT_BYTES = 1;
+float half_at(uint word, uint byte) { return unpackHalf2x16(word)[(byte / 2) % 2]; }  // an f16 at an even byte
+#define KEY(i) float(bitfieldExtract(int(k[(i) / 4]), int((i) % 4) * 8, 8))  // K8V4: int8 keys
+#elif defined(Q8)
 layout(binding = 1) readonly buffer K { uint k[]; };  // 4 int8 elements or a scale per word
 layout(binding = 2) readonly buffer V { uint v[]; };
 const uint ELEMENT_BYTES = 1;
@@ -68,6 +83,7 @@ layout(push_constant) uniform Params {
   uint window;        // positions seen: (pos - window, pos]; 0: all
   float scale;
   uint splits;        // key ranges per (token, head); 1: o written here
+  uint value_block_bytes, value_scales;  // the values' (k8v4: not the keys'); Q4: bytes to the f16 scales
 } p;
 
 shared float qs[ROWS][MAX_DIMS * 64];
@@ -115,20 +131,39 @@ void main() {
   for (uint b = b0; b < b1; ++b) {
     const uint p0 = b * BLOCK;
     const uint blk_bytes = uint(table[p.table_offset + b]) * p.block_bytes, blk = blk_bytes / ELEMENT_BYTES;
+    const uint vblk_bytes = uint(table[p.table_offset + b]) * p.value_block_bytes;
     const uint key = p0 + j;
     float s[ROWS];
     for (uint r = 0; r < ROWS; ++r) s[r] = 0.0;
     float vscale = 1.0;
     if (key <= hi) {
+#ifdef Q4
+      // Row (kvh, d) is 32 bytes, byte j % 32 holding key j (low nibble below 32); a scale per 32 dimensions.
+      for (uint g = 0; g < hd / 32; ++g) {
+        float sg[ROWS];
+        for (uint r = 0; r < ROWS; ++r) sg[r] = 0.0;
+        for (uint d = g * 32; d < g * 32 + 32; ++d) {
+          const uint byte = blk_bytes + (kvh * hd + d) * 32 + j % 32;
+          const float kd = float(int(bitfieldExtract(k[byte / 4], int(byte % 4) * 8 + int(j / 32) * 4, 4)) - 8);
+          for (uint r = 0; r < ROWS; ++r) sg[r] += qs[r][d] * kd;
+        }
+        const uint sb = blk_bytes + p.scales + ((kvh * (hd / 32) + g) * BLOCK + j) * 2;
+        const float kscale = half_at(k[sb / 4], sb);
+        for (uint r = 0; r < ROWS; ++r) s[r] += sg[r] * kscale;
+      }
+#else
       const uint kb = blk + kvh * hd * BLOCK + j;
       for (uint d = 0; d < hd; ++d) {
         const float kd = KEY(kb + d * BLOCK);
         for (uint r = 0; r < ROWS; ++r) s[r] += qs[r][d] * kd;
       }
-#ifdef Q8
+#endif
+#ifdef KEY_Q8
       const uint sw = (blk_bytes + p.scales + (kvh * BLOCK + j) * 4) / 4;
       const float kscale = uintBitsToFloat(k[sw]);
       for (uint r = 0; r < ROWS; ++r) s[r] *= kscale;
+#endif
+#ifdef Q8
       vscale = uintBitsToFloat(v[sw]);
 #endif
     }
@@ -157,7 +192,14 @@ void main() {
       float a[ROWS];
       for (uint r = 0; r < ROWS; ++r) a[r] = acc[r][i] * corr[r];
       for (uint jj = 0; jj < n; ++jj) {
+#ifdef VALUE_Q4
+        // Row (kvh, jj) is hd / 2 bytes: byte 16 g + i holds dimension 32 g + i (low) and 32 g + 16 + i (high).
+        const uint byte = vblk_bytes + (kvh * BLOCK + jj) * (hd / 2) + d / 32 * 16 + d % 16;
+        const uint sb = vblk_bytes + p.value_scales + ((kvh * (hd / 32) + d / 32) * BLOCK + jj) * 2;
+        const float vd = half_at(v[sb / 4], sb) * float(int(bitfieldExtract(v[byte / 4], int(byte % 4) * 8 + int(d % 32 / 16) * 4, 4)) - 8);
+#else
         const float vd = VALUE(vb + jj * hd + d);
+#endif
         for (uint r = 0; r < ROWS; ++r) a[r] += ps[r][jj] * vd;
       }
       for (uint r = 0; r < ROWS; ++r) acc[r][i] = a[r];

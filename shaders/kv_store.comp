@@ -7,6 +7,7 @@
 // storage): the caches as 32-bit words, each element written into its half
 // with atomics (a word's other half is another position's or dimension's).
 #version 450
+#extension GL_GOOGLE_include_directive : require
 #ifndef WORDS16
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -36,24 +37,7 @@ layout(push_constant) uniform Params { uint kv_dim, head_dim; } p;
 
 const uint BLOCK = 64;
 
-uint f32_to_f16(float f) {
-  const uint x = floatBitsToUint(f);
-  const uint sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
-  if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u);  // inf, nan
-  if (ax >= 0x477FF000u) return sign | 0x7C00u;                                     // overflow to inf
-  if (ax < 0x38800000u) {                                                            // a subnormal half, or zero
-    if (ax < 0x33000000u) return sign;
-    const uint e = ax >> 23, m = (ax & 0x7FFFFFu) | 0x800000u, shift = 126u - e;
-    uint r = m >> shift;
-    const uint rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
-    if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) ++r;
-    return sign | r;
-  }
-  uint r = (ax - 0x38000000u) >> 13;
-  const uint rem = ax & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) ++r;
-  return sign | r;
-}
+#include "half.glsl"
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;

@@ -7,7 +7,8 @@
 // step from the CPU's). One workgroup per (KV head, token). Keys are stored
 // transposed, so a key's bytes share words with other tokens' keys: they are
 // written with atomics; a value's bytes are its own, 4 to a word. Offsets in
-// bytes; the caches are read as words.
+// bytes; the caches are read as words. `sides`: bit 0 keys, bit 1 values (a
+// k8v4 cache stores only its keys here, its values with kv_store_q4.comp).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -20,7 +21,7 @@ layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: the bl
 layout(binding = 4) buffer KC { uint kc[]; };
 layout(binding = 5) buffer VC { uint vc[]; };
 
-layout(push_constant) uniform Params { uint kv_dim, head_dim; } p;
+layout(push_constant) uniform Params { uint kv_dim, head_dim, sides; } p;
 
 const uint BLOCK = 64, WG = 64, RED_N = 1;
 #include "group_reduce.glsl"
@@ -50,13 +51,16 @@ void main() {
   const uint blk = base[t];  // bytes
   const uint scale_word = (blk + p.kv_dim * BLOCK + (h * BLOCK + jj) * 4) / 4;
 
-  const float ka = head_amax(true, row), kinv = finite_inverse(ka);
-  for (uint d = j; d < hd; d += WG) {
-    const uint byte = blk + (h * hd + d) * BLOCK + jj, shift = (byte % 4) * 8;
-    atomicAnd(kc[byte / 4], ~(0xFFu << shift));
-    atomicOr(kc[byte / 4], quantize(k[row + d], kinv) << shift);
+  if ((p.sides & 1u) != 0u) {
+    const float ka = head_amax(true, row), kinv = finite_inverse(ka);
+    for (uint d = j; d < hd; d += WG) {
+      const uint byte = blk + (h * hd + d) * BLOCK + jj, shift = (byte % 4) * 8;
+      atomicAnd(kc[byte / 4], ~(0xFFu << shift));
+      atomicOr(kc[byte / 4], quantize(k[row + d], kinv) << shift);
+    }
+    if (j == 0) kc[scale_word] = floatBitsToUint(ka / 127.0);
   }
-  if (j == 0) kc[scale_word] = floatBitsToUint(ka / 127.0);
+  if ((p.sides & 2u) == 0u) return;
 
   const float va = head_amax(false, row), vinv = finite_inverse(va);
   const uint vrow = (blk + (h * BLOCK + jj) * hd) / 4;  // head_dim is a multiple of 4

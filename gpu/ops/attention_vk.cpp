@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/graph/kv_rotation.h"
 #include "gpu/ops.h"
 #include "gpu/pipeline.h"
 
@@ -15,6 +16,7 @@ struct Push {
   uint32_t n_tok, n_head, group, head_dim, table_offset, block_bytes, scales, ldq, ldo, q_offset, o_offset, pos_offset, window;
   float scale;
   uint32_t splits;
+  uint32_t value_block_bytes, value_scales;
 };
 struct MergePush {
   uint32_t n_head, head_dim, splits, ldo, o_offset;
@@ -30,7 +32,11 @@ struct Tiling {
   int64_t heads = 1, tokens = 1;
   int64_t head_groups = 0, token_groups = 0;  // workgroups per key range: head_groups x token_groups
   std::string shader(const Device& device, KvType kv) const {
-    const char* base = kv == KvType::q8 ? "attention_q8" : device.storage16() ? "attention" : "attention_words";
+    const char* base = kv == KvType::q8     ? "attention_q8"
+                       : kv == KvType::q4   ? "attention_q4"
+                       : kv == KvType::k8v4 ? "attention_k8v4"
+                       : device.storage16() ? "attention"
+                                            : "attention_words";
     return device.variant(std::string(base) + "_h" + std::to_string(heads) + "_t" + std::to_string(tokens));
   }
 };
@@ -51,9 +57,14 @@ uint32_t u32(int64_t v, const char* what) {
 }  // namespace
 
 bool attention_supported(int64_t head_dim, KvType kv) {
-  if (kv_side_type(kv, 1) == KvType::q4) return false;  // no q4 shader yet: the CPU runs that attention
+  if (kv_side_type(kv, 1) == KvType::q4 && head_dim % 32) return false;  // q4 groups of 32 dimensions
   return head_dim > 0 && head_dim <= 256 && (kv != KvType::q8 || head_dim % 4 == 0);
 }
+
+namespace {
+// Where a block's q8 or q4 scales start, in bytes from the block's start (kv_cache.h).
+int64_t scales_offset(int64_t kv_dim, KvType side) { return side == KvType::q4 ? kv_dim * 32 : kv_dim * 64; }
+}  // namespace
 
 size_t attention_partial_bytes(int64_t head_dim) { return static_cast<size_t>(kMaxSplitEntries * (2 + head_dim) * 4); }
 
@@ -72,7 +83,8 @@ int64_t splits_for(const AttentionOp& op, const Tiling& tile) {
 
 void attention(Device& device, Stream& stream, const AttentionOp& op) {
   if (!attention_supported(op.head_dim, op.kv_type))
-    throw GpuError("attention: head_dim " + std::to_string(op.head_dim) + " unsupported (at most 256; q8: a multiple of 4)");
+    throw GpuError("attention: head_dim " + std::to_string(op.head_dim) +
+                   " unsupported (at most 256; q8: a multiple of 4; q4: of 32)");
   if (op.n_head_kv <= 0 || op.n_head % op.n_head_kv) throw GpuError("attention: query heads not a multiple of KV heads");
   const Tiling tile = tiling(op);
   const Pipeline& pipe = device.pipeline({tile.shader(device, op.kv_type), 7, sizeof(Push), {}});
@@ -83,7 +95,7 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(op.head_dim, "head_dim"),
                   u32(op.table_offset, "table offset"),
                   u32(op.block_bytes, "block_bytes"),
-                  u32(op.n_head_kv * op.head_dim * 64, "scales"),
+                  u32(scales_offset(op.n_head_kv * op.head_dim, kv_side_type(op.kv_type, 0)), "scales"),
                   u32(op.ldq, "ldq"),
                   u32(op.ldo, "ldo"),
                   u32(op.q_offset, "q offset"),
@@ -91,7 +103,9 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(op.pos_offset, "pos offset"),
                   u32(op.window, "window"),
                   op.scale > 0 ? op.scale : 1.0f / std::sqrt(static_cast<float>(op.head_dim)),
-                  u32(splits, "splits")};
+                  u32(splits, "splits"),
+                  u32(KvCache::block_bytes(op.n_head_kv, op.head_dim, op.kv_type, 1), "value block bytes"),
+                  u32(scales_offset(op.n_head_kv * op.head_dim, kv_side_type(op.kv_type, 1)), "value scales")};
   const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
     throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");
@@ -103,11 +117,38 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   {push.n_head, push.n_tok, 1});
 }
 
+namespace {
+// q4: the keys (q4) and values in kv_store_q4.comp, one workgroup per (KV
+// head, token); k8v4: the keys in kv_store_q8.comp, the values there.
+void kv_store_q4(Device& device, Stream& stream, const KvStoreOp& op) {
+  if (op.head_dim % 32 || op.head_dim > 256) throw GpuError("kv_store: a q4 cache needs head_dim a multiple of 32, at most 256");
+  const int64_t n_kv = op.kv_dim / op.head_dim, rot = kv_rotation_block(op.head_dim);
+  const Groups grid{u32(n_kv, "KV heads"), u32(op.n_tok, "tokens"), 1};
+  const bool k8 = op.kv_type == KvType::k8v4;
+  if (k8) {
+    const uint32_t push[3] = {u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), 1};
+    stream.dispatch(device.pipeline({"kv_store_q8", 6, sizeof push, {}}),
+                    {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), inout(*op.k_cache), in(*op.v_cache)}, push, sizeof push, grid);
+  }
+  struct {
+    uint32_t kv_dim, head_dim, sides, key_block_bytes, value_block_bytes, rot_block;
+    float rot_scale;
+  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), k8 ? 2u : 3u,
+         u32(KvCache::block_bytes(n_kv, op.head_dim, op.kv_type, 0), "key block bytes"),
+         u32(KvCache::block_bytes(n_kv, op.head_dim, op.kv_type, 1), "value block bytes"), u32(rot, "rotation"),
+         1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
+  stream.dispatch(device.pipeline({"kv_store_q4", 6, sizeof push, {}}),
+                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), k8 ? in(*op.k_cache) : inout(*op.k_cache), inout(*op.v_cache)},
+                  &push, sizeof push, grid);
+}
+}  // namespace
+
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;
+  if (op.kv_type == KvType::q4 || op.kv_type == KvType::k8v4) return kv_store_q4(device, stream, op);
   struct {
-    uint32_t kv_dim, head_dim;
-  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim")};
+    uint32_t kv_dim, head_dim, sides;
+  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), 3};
   const bool q8 = op.kv_type == KvType::q8;
   if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
   // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.
@@ -119,6 +160,20 @@ void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   stream.dispatch(device.pipeline({shader, 6, sizeof push, {}}),
                   {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), keys, values}, &push, sizeof push,
                   {u32(x, "kv_dim"), u32(op.n_tok, "tokens"), 1});
+}
+
+void kv_rotate_rows(Device& device, Stream& stream, const Buffer& x, int64_t offset, int64_t ld, int64_t n_rows,
+                    int64_t n_heads, int64_t head_dim) {
+  if (n_rows <= 0) return;
+  if (head_dim > 256) throw GpuError("kv_rotate_rows: head_dim past 256");
+  const int64_t rot = kv_rotation_block(head_dim);
+  struct {
+    uint32_t offset, ld, head_dim, rot_block;
+    float rot_scale;
+  } push{u32(offset, "offset"), u32(ld, "ld"), u32(head_dim, "head_dim"), u32(rot, "rotation"),
+         1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
+  stream.dispatch(device.pipeline({"kv_rotate", 1, sizeof push, {}}), {inout(x)}, &push, sizeof push,
+                  {u32(n_heads, "heads"), u32(n_rows, "rows"), 1});
 }
 
 }  // namespace basalt::gpu

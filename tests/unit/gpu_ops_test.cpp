@@ -424,17 +424,18 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
       }
   }
 
-  const size_t cache_bytes = static_cast<size_t>(kv.layer_blocks(0) * kv.block_bytes());
+  const size_t key_bytes = static_cast<size_t>(kv.layer_blocks(0) * kv.block_bytes(0));
+  const size_t value_bytes = static_cast<size_t>(kv.layer_blocks(0) * kv.block_bytes(1));
   // The table at an offset in its buffer, as the backend packs the batch's tables.
   std::vector<int32_t> table(3, -1);
   table.insert(table.end(), kv.blocks(0, 0), kv.blocks(0, 0) + KvCache::blocks_for(n_ctx));
   gpu::Buffer qb(dev, q.size() * 4, gpu::Memory::device, "q"), ob(dev, got.size() * 4, gpu::Memory::device, "o");
-  gpu::Buffer kb(dev, cache_bytes, gpu::Memory::device, "k"), vb(dev, cache_bytes, gpu::Memory::device, "v");
+  gpu::Buffer kb(dev, key_bytes, gpu::Memory::device, "k"), vb(dev, value_bytes, gpu::Memory::device, "v");
   gpu::Buffer pb(dev, b.pos.size() * 4, gpu::Memory::device, "pos"), tb(dev, table.size() * 4, gpu::Memory::device, "table");
   gpu::Stream s(dev);
   s.upload(qb, q.data(), q.size() * 4);
-  s.upload(kb, kv.key_pool(0), cache_bytes);
-  s.upload(vb, kv.value_pool(0), cache_bytes);
+  s.upload(kb, kv.key_pool(0), key_bytes);
+  s.upload(vb, kv.value_pool(0), value_bytes);
   s.upload(pb, b.pos.data(), b.pos.size() * 4);
   s.upload(tb, table.data(), table.size() * 4);
   gpu::Buffer partial(dev, gpu::attention_partial_bytes(c.head_dim), gpu::Memory::device, "partials");
@@ -443,7 +444,14 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
                         c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
+    // q4 sides are stored rotated: the queries rotated for q4 keys, the output back for q4 values (as the backend does).
+    const bool rotate_q = kv_side_type(type, 0) == KvType::q4, rotate_o = kv_side_type(type, 1) == KvType::q4;
+    if (rotate_q) {
+      s.upload(qb, q.data(), q.size() * 4);
+      gpu::kv_rotate_rows(dev, s, qb, 0, qd, c.n_tok, spec.n_head, spec.head_dim);
+    }
     gpu::attention(dev, s, op);
+    if (rotate_o) gpu::kv_rotate_rows(dev, s, ob, 0, qd, c.n_tok, spec.n_head, spec.head_dim);
     s.download(ob, got.data(), got.size() * 4);
     s.finish();
     EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
@@ -469,7 +477,8 @@ TEST(GpuOps, AttentionMatchesCpu) {
   };
   testutil::for_each_variant(*dev, [&] {
     for (const AttnCase& c : cases)
-      for (KvType type : {KvType::f16, KvType::q8}) check_attention(*dev, c, rng, 0, type);
+      for (KvType type : {KvType::f16, KvType::q8, KvType::q4, KvType::k8v4})
+        if (kv_type_unsupported(type, c.head_dim).empty()) check_attention(*dev, c, rng, 0, type);
   });
 }
 
@@ -480,8 +489,9 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
     for (int64_t window : {1, 50, 64, 130, 1000}) check_attention(*dev, {64, 2, 2, 200, 3}, rng, window);
     check_attention(*dev, {128, 1, 4, 4100, 2}, rng, 4096);  // the window past 4k positions
     check_attention(*dev, {64, 2, 2, 200, 3}, rng, 50, KvType::q8);
-    for (KvType type : {KvType::f16, KvType::q8})  // rings of 6 blocks over 1003 positions
+    for (KvType type : {KvType::f16, KvType::q8, KvType::k8v4})  // rings of 6 blocks over 1003 positions
       check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, true);
+    check_attention(*dev, {96, 1, 2, 300, 4}, rng, 70, KvType::q4);  // rotated in blocks of 32
   });
 }
 
@@ -564,6 +574,66 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
         }
       }
   });
+}
+
+// kv_store into q4 and k8v4 caches: each head rotated and rounded as
+// KvCache::store (the same rotation, bit for bit; GLSL's division may move a
+// rare code by one step), read back through the CPU cache's own decoding:
+// what the device stored is what the CPU would have, in its layout.
+TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(17);
+  for (KvType type : {KvType::q4, KvType::k8v4})
+    for (int64_t head_dim : {64, 128, 96}) {  // 96: rotated in blocks of 32
+      ModelSpec spec;
+      spec.n_layer = 1;
+      spec.n_head = spec.n_head_kv = 3;
+      spec.head_dim = spec.rope_dim = head_dim;
+      spec.n_embd = spec.n_head * head_dim;
+      const int64_t n_ctx = 150, kvd = spec.kv_dim();
+      KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type), got = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
+      Batch b;
+      for (int32_t p = 28; p < 36; ++p) b.add(0, p, 0, false);  // positions j and j + 32 share key bytes
+      for (int32_t p = 60; p < 70; ++p) b.add(0, p, 0, false);  // across the first block's end
+      for (int32_t p : {3, 4, 5, 140}) b.add(0, p, 1, false);
+      const int64_t n = b.size();
+      const auto k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
+      for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
+
+      const size_t key_bytes = static_cast<size_t>(want.n_blocks() * want.block_bytes(0));
+      const size_t value_bytes = static_cast<size_t>(want.n_blocks() * want.block_bytes(1));
+      std::vector<uint32_t> base(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
+      gpu::Buffer kb(*dev, k.size() * 4, gpu::Memory::device, "k"), vb(*dev, v.size() * 4, gpu::Memory::device, "v");
+      gpu::Buffer pb(*dev, n * 4, gpu::Memory::device, "pos"), bb(*dev, n * 4, gpu::Memory::device, "base");
+      gpu::Buffer kc(*dev, key_bytes, gpu::Memory::device, "keys"), vc(*dev, value_bytes, gpu::Memory::device, "values");
+      gpu::Stream s(*dev);
+      s.upload(kb, k.data(), k.size() * 4);
+      s.upload(vb, v.data(), v.size() * 4);
+      s.upload(pb, b.pos.data(), n * 4);
+      s.upload(bb, base.data(), n * 4);
+      s.fill_zero(kc, 0, key_bytes);
+      s.fill_zero(vc, 0, value_bytes);
+      gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type});
+      s.download(kc, const_cast<uint8_t*>(got.key_pool(0)), key_bytes);
+      s.download(vc, const_cast<uint8_t*>(got.value_pool(0)), value_bytes);
+      s.finish();
+      int64_t exact = 0, total = 0;
+      std::vector<float> w(static_cast<size_t>(head_dim)), g(w.size());
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < spec.n_head_kv; ++h)
+          for (int side = 0; side < 2; ++side) {
+            if (side == 0) want.key_head(0, b.seq[t], b.pos[t], h, w.data()), got.key_head(0, b.seq[t], b.pos[t], h, g.data());
+            else want.value_head(0, b.seq[t], b.pos[t], h, w.data()), got.value_head(0, b.seq[t], b.pos[t], h, g.data());
+            double err = 0, norm = 0;
+            for (int64_t d = 0; d < head_dim; ++d) {
+              err += (g[d] - w[d]) * (g[d] - w[d]), norm += w[d] * w[d];
+              exact += g[d] == w[d], ++total;
+            }
+            ASSERT_LE(err, 1e-4 * norm) << kv_type_name(type) << " head_dim " << head_dim << " token " << t << " side " << side;
+          }
+      EXPECT_GE(exact, total * 99 / 100) << kv_type_name(type) << " head_dim " << head_dim;
+    }
 }
 
 }  // namespace

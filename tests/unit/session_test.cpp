@@ -297,6 +297,39 @@ TEST(GpuRings, WindowedModelPastItsWindowEqualsTheWholeCache) {
   offload.gpu = "attn";
   check_rings("gpu_rings", offload, 1e-4);
 }
+
+// 4-bit caches with attention on the GPU: the device stores and reads its own
+// copy (rotated heads, k8v4's two block sizes), whose logits must be the CPU
+// session's within the rounding of a rare code (GLSL's division).
+TEST(GpuQ4Cache, SessionMatchesTheCpu) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  const std::string dir = test::temp_dir("gpu_q4"), gguf = dir + "/hd64.gguf";
+  std::string out;
+  ASSERT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_model.py --vocab tiny "
+                              "--type f32 --n-embd 256 --n-ff 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-ctx 512 " + gguf + " 2>&1",
+                              &out), 0) << out;
+  auto m = Model::load(gguf);
+  const int64_t V = m->spec().n_vocab;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 150; ++i) ids.push_back((i * 37 + 11) % 500);
+  OffloadOptions gpu;
+  gpu.gpu = "attn";
+  for (KvType type : {KvType::q4, KvType::k8v4}) {
+    Session cpu_s(*m, 256, 64, {}, type), gpu_s(*m, 256, 64, gpu, type);
+    ASSERT_NE(gpu_s.offload_plan().find("attention"), std::string::npos) << gpu_s.offload_plan();
+    const float* c = cpu_s.set_context(ids);
+    std::vector<float> want(c, c + V);
+    const float* g = gpu_s.set_context(ids);
+    EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), 1e-3) << kv_type_name(type);
+    for (int32_t t : {5, 6}) {
+      c = cpu_s.append(t);
+      want.assign(c, c + V);
+      g = gpu_s.append(t);
+      EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), 1e-3) << kv_type_name(type);
+    }
+  }
+}
 #endif
 
 }  // namespace

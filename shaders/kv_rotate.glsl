@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+// The q4 KV cache's rotation (core/graph/kv_rotation.h) of hd floats in
+// shared memory xs, in place, by the workgroup's WG invocations (call from
+// uniform control flow): the normalized Walsh-Hadamard transform over blocks
+// of n dimensions, the same butterflies (a + c, a - c) as kv_rotate, then
+// times scale (1 / sqrt(n), computed by the host as the CPU computes it), so
+// the device's rotated values are the CPU's bit for bit. The includer
+// declares xs and WG.
+
+void kv_rotate_shared(uint hd, uint n, float scale) {
+  barrier();
+  for (uint h = 1; h < n; h *= 2) {
+    for (uint q = gl_LocalInvocationID.x; q < hd / 2; q += WG) {  // pair q: in block q / (n / 2)
+      const uint base = q / (n / 2) * n, qq = q % (n / 2), i = base + qq / h * 2 * h + qq % h;
+      const float a = xs[i], c = xs[i + h];
+      xs[i] = a + c;
+      xs[i + h] = a - c;
+    }
+    barrier();
+  }
+  for (uint d = gl_LocalInvocationID.x; d < hd; d += WG) xs[d] *= scale;
+  barrier();
+}
