@@ -23,6 +23,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+constexpr int kKeepAliveSeconds = 5;  // cpp-httplib's default, and llama-server's
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Equal strings, in time that does not depend on where they differ.
@@ -113,7 +115,10 @@ Server::Server(const Model& model, ServerOptions opt)
     return workers;
   };
   http_->set_payload_max_length(opt_.max_body_bytes);
-  http_->set_keep_alive_timeout(30);
+  // An idle keep-alive connection holds its worker until this passes, and
+  // cpp-httplib 0.11 lets the shutdown wait for it: 30 s made every SIGTERM
+  // with a client still connected take 30 s. Clients reconnect past it.
+  http_->set_keep_alive_timeout(kKeepAliveSeconds);
 
   http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
