@@ -206,6 +206,31 @@ TEST_F(SchedulerTest, TinyPoolPreemptsAndEveryRequestCompletes) {
   }
 }
 
+// A windowed model (the tiny one with a window of 40 and 4 attention sinks)
+// with the prefix cache off keeps rings (3 blocks and the sinks' for
+// 32-token steps, where a request reaches 210 positions): each request's
+// greedy text is the one it gets with the prefix cache on, which keeps every
+// position.
+TEST_F(SchedulerTest, WindowedModelRingsGiveTheSameText) {
+  LoadOptions load;
+  load.attention_sinks = 4, load.window = 40;
+  const auto windowed = Model::load(test::make_tiny_model("scheduler_rings"), load);
+  const auto prompts = random_prompts(5, 4, 130, 7);
+  const GenerateOptions opt = greedy(60);
+  SchedulerOptions so = options(3, 512, 32);
+  Scheduler kept(*windowed, so);
+  ASSERT_EQ(kept.kv().ring_blocks(), 0);
+  const std::vector<Outcome> want = run_all(kept, prompts, opt);
+  so.prefix_cache = false;
+  Scheduler ringed(*windowed, so);
+  ASSERT_EQ(ringed.kv().ring_blocks(), 1 + 3);
+  const std::vector<Outcome> got = run_all(ringed, prompts, opt);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].stats.n_generated, 60) << "request " << i;
+    EXPECT_EQ(got[i].text, want[i].text) << "request " << i;
+  }
+}
+
 // A prompt that starts with an earlier one's full blocks computes only the
 // rest; a prompt that is all cached still computes its last token.
 TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
