@@ -113,6 +113,9 @@ CASES: list[Case] = [
     Case("smollm2_real", model="default", tokens=SMOLLM2_PROMPT),
     # Gemma 3 270M (Q4_K_M: Q5_0, Q4_K, Q6_K, Q8_0 tensors; local and global layers)
     Case("gemma3_real", model="gemma3", tokens=GEMMA3_PROMPT),
+    # ... past its 512-position window, in 64-token chunks: its local layers' caches are rings
+    # of 10 blocks (the window and a chunk) over 11 blocks of context, wrapped around.
+    Case("gemma3_real_past_window", model="gemma3", n_tokens=704, ubatch=64, base="gemma3_real"),
 ]
 
 # The Vulkan backend (lavapipe in CI): the same bounds against the same
