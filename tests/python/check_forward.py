@@ -108,9 +108,11 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
                gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "",
-               gpu_portable: str = "") -> np.ndarray:
+               gpu_portable: str = "", window: int = 0, sinks: int = 0) -> np.ndarray:
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
+    if window:
+        env["BASALT_WINDOW"], env["BASALT_ATTENTION_SINKS"] = str(window), str(sinks)
     if gpu:
         env["BASALT_GPU"] = gpu
     if ubatch:
@@ -231,12 +233,14 @@ def evaluate(model: reference_forward.Model, tokens: list[int], got: np.ndarray,
 def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
           ns: argparse.Namespace, work: Path) -> int:
     model = reference_forward.Model(model_path)
+    if ns.window:
+        model.stream(ns.window, ns.sinks)
     if tokens is None:
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
         got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
                          ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type,
-                         ns.gpu_portable)
+                         ns.gpu_portable, ns.window, ns.sinks)
     except (RuntimeError, OSError) as e:
         if ns.gpu and "nothing runs on a GPU" in str(e) and not os.environ.get("BASALT_REQUIRE_GPU"):
             print(f"check_forward: SKIP (no GPU; BASALT_REQUIRE_GPU=1 makes this a failure): {e}", file=sys.stderr)
@@ -273,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="engine time limit, seconds")
     p.add_argument("--keep", metavar="DIR", help="keep model and logits in DIR")
     p.add_argument("--ubatch", type=int, default=0, help="tokens per engine batch (BASALT_UBATCH)")
+    p.add_argument("--window", type=int, default=0,
+                   help="streaming attention on a model without a window (BASALT_WINDOW; basalt --window)")
+    p.add_argument("--attention-sinks", dest="sinks", type=int, default=0,
+                   help="with --window: the first N positions stay seen (BASALT_ATTENTION_SINKS)")
     p.add_argument("--gpu-fail-after", type=int, default=-1, metavar="N",
                    help="inject a lost GPU after N GPU nodes (BASALT_GPU_FAIL_AFTER)")
     p.add_argument("--gpu", default="", metavar="PLACEMENT",
@@ -307,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.gpu_memory_mib = ns.gpu_memory_mib or case.gpu_memory_mib
         ns.kv_type = ns.kv_type or case.kv_type
         ns.gpu_portable = ns.gpu_portable or case.gpu_portable
+        ns.window, ns.sinks = ns.window or case.window, ns.sinks or case.sinks
     config = None
     if make is not None:
         try:

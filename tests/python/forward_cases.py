@@ -41,6 +41,8 @@ class Case:
     kv_type: str = ""                # BASALT_KV_TYPE: the engine's KV cache (the reference rounds alike); "" = f16
     gpu_portable: str = ""           # BASALT_GPU_PORTABLE: device features the shaders may not use
     base: str = ""                   # the CPU case this one varies: its llama.cpp error bounds this one too
+    window: int = 0                  # BASALT_WINDOW (basalt --window; the reference masks alike): 0 = off
+    sinks: int = 0                   # BASALT_ATTENTION_SINKS (with window)
 
 
 # Shapes that every block-32 type accepts, and the K-quant shapes (rows of 256).
@@ -116,6 +118,12 @@ CASES: list[Case] = [
     # ... past its 512-position window, in 64-token chunks: its local layers' caches are rings
     # of 10 blocks (the window and a chunk) over 11 blocks of context, wrapped around.
     Case("gemma3_real_past_window", model="gemma3", n_tokens=704, ubatch=64, base="gemma3_real"),
+    # A Mistral-style window on every layer (basalt --window), with and without attention sinks,
+    # past it in 16-token chunks: rings of 2 blocks (and the sinks') over 5 blocks.
+    Case("llama_q8_0_window40", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,
+         base="llama_q8_0_4layers_long"),
+    Case("llama_q8_0_window40_sinks4", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,
+         sinks=4, base="llama_q8_0_4layers_long"),
 ]
 
 # The Vulkan backend (lavapipe in CI): the same bounds against the same

@@ -79,6 +79,14 @@ class Model:
         self.window = self.meta(f"{a}.attention.sliding_window", 0) if self.gemma else 0
         self.swa_period = self.meta(f"{a}.attention.sliding_window_pattern", 6) if self.gemma else 0
         self.rope_base_swa = self.meta(f"{a}.rope.freq_base_swa", 10000.0) if self.gemma else self.rope_base
+        self.sinks = 0
+
+    def stream(self, window: int, sinks: int) -> None:
+        """basalt's --window W --attention-sinks N (StreamingLLM) on a model without a window:
+        every layer sees its first `sinks` positions and its last `window`."""
+        if self.window:
+            raise ValueError(f"{self.path}: the model has a sliding window of its own")
+        self.window, self.swa_period, self.sinks = window, 0, sinks
 
     def local(self, i: int) -> bool:
         """Whether layer i attends through the sliding window."""
@@ -203,7 +211,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]
-    freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if m.local(i) else rope_freqs(m, m.rope_base, True)
+    local_rope = m.gemma and m.local(i)  # Gemma 3's local layers: their own base, no scaling
+    freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
     k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
     v = round_kv(v, kv_type)
@@ -214,8 +223,10 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     scale_dim = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else hd
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
-    if m.local(i):                                                 # keys window or more before it
-        masked |= np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.window)
+    if m.local(i):                                                 # keys window or more before it,
+        outside = np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.window)
+        outside[:, :m.sinks] = False                               # but the attention sinks
+        masked |= outside
     scores[:, masked] = -np.inf
     out = np.einsum("hqk,khd->qhd", softmax(scores), v).reshape(n_tok, m.n_head * hd)
     return out @ m.get(p + "attn_output.weight").T

@@ -7,7 +7,8 @@
 // Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
 // BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize),
 // BASALT_GPU (a GPU placement, as --gpu; an error if nothing gets offloaded),
-// BASALT_GPU_MEMORY_MIB (as --gpu-memory).
+// BASALT_GPU_MEMORY_MIB (as --gpu-memory), BASALT_WINDOW and
+// BASALT_ATTENTION_SINKS (as --window and --attention-sinks).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
       load.quantize = basalt::parse_rtn_type(q);
       if (!load.quantize) throw basalt::Error(std::string("BASALT_QUANTIZE=") + q + ": expected q8 or q4");
     }
+    if (const char* w = std::getenv("BASALT_WINDOW")) load.window = std::atoll(w);  // basalt --window
+    if (const char* s = std::getenv("BASALT_ATTENTION_SINKS")) load.attention_sinks = std::atoll(s);
     auto model = basalt::Model::load(argv[1], load);
     if (std::string(argv[3]) == "--weight") return dump_weight(*model, argc > 4 ? argv[4] : "", argv[2]);
     std::vector<int32_t> ids;
