@@ -370,6 +370,17 @@ TEST(GpuOps, AddRmsNormAndRopeMatchCpu) {
   }
 }
 
+// One layer of n_head query heads over n_kv KV heads of head_dim.
+ModelSpec one_layer_spec(int64_t n_head, int64_t n_kv, int64_t head_dim) {
+  ModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_head = n_head;
+  spec.n_head_kv = n_kv;
+  spec.head_dim = spec.rope_dim = head_dim;
+  spec.n_embd = n_head * head_dim;
+  return spec;
+}
+
 struct AttnCase {
   int64_t head_dim, n_kv, ratio, depth, n_tok;
 };
@@ -379,12 +390,7 @@ struct AttnCase {
 // `ringed`: the layer keeps its window in a ring of blocks (KvCache, runs of 256).
 void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
                      KvType type = KvType::f16, bool ringed = false) {
-  ModelSpec spec;
-  spec.n_layer = 1;
-  spec.n_head_kv = c.n_kv;
-  spec.n_head = c.n_kv * c.ratio;
-  spec.head_dim = spec.rope_dim = c.head_dim;
-  spec.n_embd = spec.n_head * spec.head_dim;
+  ModelSpec spec = one_layer_spec(c.n_kv * c.ratio, c.n_kv, c.head_dim);
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
   if (ringed) spec.sliding_window = window;
   KvCache kv = ringed ? KvCache(spec, n_ctx, 1, type, 256) : testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
@@ -495,6 +501,33 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
   });
 }
 
+// The device side of a kv_store test: the batch's keys k and values v, its
+// positions, each token's block offset in want's keys, and zeroed caches of
+// want's sizes, uploaded on s.
+struct DeviceKvStore {
+  int64_t n, key_bytes, value_bytes;
+  gpu::Buffer kb, vb, pb, bb, kc, vc;
+  DeviceKvStore(gpu::Device& dev, gpu::Stream& s, const KvCache& want, const Batch& b, const std::vector<float>& k,
+                const std::vector<float>& v)
+      : n(b.size()), key_bytes(want.n_blocks() * want.block_bytes(0)), value_bytes(want.n_blocks() * want.block_bytes(1)),
+        kb(dev, k.size() * 4, gpu::Memory::device, "k"), vb(dev, v.size() * 4, gpu::Memory::device, "v"),
+        pb(dev, static_cast<size_t>(n) * 4, gpu::Memory::device, "pos"), bb(dev, static_cast<size_t>(n) * 4, gpu::Memory::device, "base"),
+        kc(dev, static_cast<size_t>(key_bytes), gpu::Memory::device, "keys"),
+        vc(dev, static_cast<size_t>(value_bytes), gpu::Memory::device, "values") {
+    std::vector<uint32_t> base(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
+    s.upload(kb, k.data(), k.size() * 4);
+    s.upload(vb, v.data(), v.size() * 4);
+    s.upload(pb, b.pos.data(), static_cast<size_t>(n) * 4);
+    s.upload(bb, base.data(), static_cast<size_t>(n) * 4);
+    s.fill_zero(kc, 0, static_cast<size_t>(key_bytes));
+    s.fill_zero(vc, 0, static_cast<size_t>(value_bytes));
+  }
+  gpu::KvStoreOp op(int64_t kv_dim, int64_t head_dim, KvType type) {
+    return {&kb, &vb, &pb, &bb, &kc, &vc, n, kv_dim, head_dim, type};
+  }
+};
+
 // kv_store writes what KvCache::store writes: f16 the same bits; q8 the same
 // int8 values and scales, but for GLSL's division (an ulp off at most), which
 // may move a rare element by one step. Two sequences, adjacent positions
@@ -506,11 +539,7 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
   testutil::for_each_variant(*dev, [&] {  // f16: 16-bit stores, or halves of words with atomics (portable)
     for (KvType type : {KvType::f16, KvType::q8})
       for (int64_t head_dim : {64, 128, 34}) {  // 34: q8 refused; f16 words spanning two heads
-        ModelSpec spec;
-        spec.n_layer = 1;
-        spec.n_head = spec.n_head_kv = 3;
-        spec.head_dim = spec.rope_dim = head_dim;
-        spec.n_embd = spec.n_head * head_dim;
+        const ModelSpec spec = one_layer_spec(3, 3, head_dim);
         const int64_t n_ctx = 150, kvd = spec.kv_dim();
         KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
         Batch b;
@@ -521,29 +550,17 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
         for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
 
         const size_t pool = static_cast<size_t>(want.n_blocks() * want.block_bytes());
-        std::vector<uint32_t> base(static_cast<size_t>(n));
-        for (int64_t t = 0; t < n; ++t)
-          base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
-        gpu::Buffer kb(*dev, k.size() * 4, gpu::Memory::device, "k"), vb(*dev, v.size() * 4, gpu::Memory::device, "v");
-        gpu::Buffer pb(*dev, n * 4, gpu::Memory::device, "pos"), bb(*dev, n * 4, gpu::Memory::device, "base");
-        gpu::Buffer kc(*dev, pool, gpu::Memory::device, "keys"), vc(*dev, pool, gpu::Memory::device, "values");
         gpu::Stream s(*dev);
-        s.upload(kb, k.data(), k.size() * 4);
-        s.upload(vb, v.data(), v.size() * 4);
-        s.upload(pb, b.pos.data(), n * 4);
-        s.upload(bb, base.data(), n * 4);
-        s.fill_zero(kc, 0, pool);
-        s.fill_zero(vc, 0, pool);
+        DeviceKvStore d(*dev, s, want, b, k, v);
         const bool q8 = type == KvType::q8;
         if (q8 && head_dim % 4) {
-          EXPECT_THROW(gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type}),
-                       gpu::GpuError);
+          EXPECT_THROW(gpu::kv_store(*dev, s, d.op(kvd, head_dim, type)), gpu::GpuError);
           continue;
         }
-        gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type});
+        gpu::kv_store(*dev, s, d.op(kvd, head_dim, type));
         std::vector<uint8_t> keys(pool), values(pool);
-        s.download(kc, keys.data(), keys.size());
-        s.download(vc, values.data(), values.size());
+        s.download(d.kc, keys.data(), keys.size());
+        s.download(d.vc, values.data(), values.size());
         s.finish();
         int64_t off_by_one = 0;
         const int64_t elements = 2 * n * kvd;  // written: keys and values of the batch's tokens
@@ -585,11 +602,7 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
   std::mt19937 rng(17);
   for (KvType type : {KvType::q4, KvType::k8v4})
     for (int64_t head_dim : {64, 128, 96}) {  // 96: rotated in blocks of 32
-      ModelSpec spec;
-      spec.n_layer = 1;
-      spec.n_head = spec.n_head_kv = 3;
-      spec.head_dim = spec.rope_dim = head_dim;
-      spec.n_embd = spec.n_head * head_dim;
+      const ModelSpec spec = one_layer_spec(3, 3, head_dim);
       const int64_t n_ctx = 150, kvd = spec.kv_dim();
       KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type), got = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
       Batch b;
@@ -600,23 +613,11 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
       const auto k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
       for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
 
-      const size_t key_bytes = static_cast<size_t>(want.n_blocks() * want.block_bytes(0));
-      const size_t value_bytes = static_cast<size_t>(want.n_blocks() * want.block_bytes(1));
-      std::vector<uint32_t> base(static_cast<size_t>(n));
-      for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
-      gpu::Buffer kb(*dev, k.size() * 4, gpu::Memory::device, "k"), vb(*dev, v.size() * 4, gpu::Memory::device, "v");
-      gpu::Buffer pb(*dev, n * 4, gpu::Memory::device, "pos"), bb(*dev, n * 4, gpu::Memory::device, "base");
-      gpu::Buffer kc(*dev, key_bytes, gpu::Memory::device, "keys"), vc(*dev, value_bytes, gpu::Memory::device, "values");
       gpu::Stream s(*dev);
-      s.upload(kb, k.data(), k.size() * 4);
-      s.upload(vb, v.data(), v.size() * 4);
-      s.upload(pb, b.pos.data(), n * 4);
-      s.upload(bb, base.data(), n * 4);
-      s.fill_zero(kc, 0, key_bytes);
-      s.fill_zero(vc, 0, value_bytes);
-      gpu::kv_store(*dev, s, {&kb, &vb, &pb, &bb, &kc, &vc, n, kvd, head_dim, type});
-      s.download(kc, const_cast<uint8_t*>(got.key_pool(0)), key_bytes);
-      s.download(vc, const_cast<uint8_t*>(got.value_pool(0)), value_bytes);
+      DeviceKvStore d(*dev, s, want, b, k, v);
+      gpu::kv_store(*dev, s, d.op(kvd, head_dim, type));
+      s.download(d.kc, const_cast<uint8_t*>(got.key_pool(0)), static_cast<size_t>(d.key_bytes));
+      s.download(d.vc, const_cast<uint8_t*>(got.value_pool(0)), static_cast<size_t>(d.value_bytes));
       s.finish();
       int64_t exact = 0, total = 0;
       std::vector<float> w(static_cast<size_t>(head_dim)), g(w.size());
