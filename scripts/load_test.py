@@ -19,6 +19,7 @@
 # Needs: pip install locust matplotlib.
 import argparse
 import csv
+import importlib.util
 import os
 import resource
 import re
@@ -156,6 +157,8 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--basalt-args", default="", help="more options for basalt serve, e.g. '--batch-window 50'")
     args = ap.parse_args()
+    if importlib.util.find_spec("locust") is None:
+        sys.exit(f"load_test.py: Locust is missing: {sys.executable} -m pip install locust matplotlib")
     args.out = args.out or tempfile.mkdtemp(prefix="basalt-load-")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     model = args.model or subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
