@@ -238,11 +238,15 @@ class VulkanBackend final : public Backend {
   }
 
   // The tensor's device buffer, to be written by the node being recorded
-  // (the caller marks it written with written()).
+  // (the caller marks it written with written()). Its old contents are dead
+  // (an in-place op has read them as its input), so they are downloaded only
+  // if the buffer must grow: the graph reuses tensors in every layer, and a
+  // download here is a submission and a wait (each one ~60 us on a real GPU).
   const gpu::Buffer& output(int tensor, RunContext& ctx) {
     DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
-    if (t.host_stale) sync_to_host(tensor, ctx);  // growing would lose it (an in-place op reads it first anyway)
-    return ensure(t.buf, bytes_of(tensor, ctx), "activations", &ctx);
+    const size_t bytes = bytes_of(tensor, ctx);
+    if (t.host_stale && t.buf && t.buf->size() < bytes) sync_to_host(tensor, ctx);
+    return ensure(t.buf, bytes, "activations", &ctx);
   }
   void written(int tensor) {
     DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];

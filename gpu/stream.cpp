@@ -2,6 +2,7 @@
 #include "gpu/stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "gpu/device.h"
@@ -189,8 +190,15 @@ void Stream::copy(const Buffer& src, const Buffer& dst, const std::vector<Range>
   vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
 }
 
+namespace {
+std::atomic<uint64_t> submission_count{0};
+}  // namespace
+
+uint64_t Stream::submissions() { return submission_count.load(std::memory_order_relaxed); }
+
 void Stream::submit() {
   if (!recording_) return;
+  submission_count.fetch_add(1, std::memory_order_relaxed);
   if (!readbacks_.empty()) {  // transfers done before the host reads
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;

@@ -66,6 +66,9 @@ class Stream {
   // wait() waits for the submission, then fills the downloads' destinations
   // and frees the staging memory. Record nothing between them.
   void submit();
+  // Submissions by every stream of the process: how often the host waits
+  // on a device (tests check that a decode step is one).
+  static uint64_t submissions();
   void wait();
   bool empty() const { return !recording_; }
 

@@ -19,13 +19,19 @@
 #   cmake -S . -B build-device -G Ninja -DBASALT_ONEDNN=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-device   # links only libc, libm, libstdc++, libgcc_s, libgomp
 #   cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian* build-device/bin/   # basalt_gpu_bench's one more
-#   (cd .gl && apt-get download libvulkan1); pip download --no-deps -d .whl gguf
-#   (.gl, .whl and build-device listed in .git/info/exclude)
-# then there, carrying .gl .whl build-device:
+#   cp the other libraries `ldd build-device/bin/basalt` finds here only (cpp-httplib, brotli, pcre2, ssl) there too
+#   (cd .gl && apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libgles2 libopengl0)
+#     (the loader alone finds no driver: NVIDIA's ICD links libGLdispatch)
+#   pip download --no-deps -d .whl gguf   (.gl, .whl and build-device listed in .git/info/exclude)
+# then there, carrying .gl .whl build-device/bin:
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 #   pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl; export PYTHONPATH=/tmp/site
+#   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+#   The session tests run tests/python/make_model.py with the interpreter compiled in
+#   (BASALT_PYTHON, the build's .venv/bin/python): there, a script at that path that runs
+#   `exec python3 "$@"` (a symlink to a venv's python loses the venv's numpy).
 #   scripts/make_bench_models.sh /tmp/models && scripts/gpu_check.sh build-device/bin /tmp/models/*.gguf
-# (export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json if no driver is found).
+# The first such run, its figures and what it found: docs/PERFORMANCE.md 4.1.
 set -uo pipefail
 BIN="${1:?usage: scripts/gpu_check.sh BINDIR [MODEL.gguf ...]}"; shift
 OUT="${OUT:-/tmp/gpu_check}"

@@ -595,8 +595,10 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
 
 // kv_store into q4 and k8v4 caches: each head rotated and rounded as
 // KvCache::store (the same rotation, bit for bit; GLSL's division may move a
-// rare code by one step), read back through the CPU cache's own decoding:
-// what the device stored is what the CPU would have, in its layout.
+// rare code by one step, and put a head's q8 scale an ulp off the CPU's, as
+// on an H200: every value of that head then differs in its last bits), read
+// back through the CPU cache's own decoding: what the device stored is what
+// the CPU would have, in its layout.
 TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
   NEED_DEVICE(dev);
   std::mt19937 rng(17);
@@ -619,7 +621,7 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
       s.download(d.kc, const_cast<uint8_t*>(got.key_pool(0)), static_cast<size_t>(d.key_bytes));
       s.download(d.vc, const_cast<uint8_t*>(got.value_pool(0)), static_cast<size_t>(d.value_bytes));
       s.finish();
-      int64_t exact = 0, total = 0;
+      int64_t same = 0, total = 0;
       std::vector<float> w(static_cast<size_t>(head_dim)), g(w.size());
       for (int64_t t = 0; t < n; ++t)
         for (int64_t h = 0; h < spec.n_head_kv; ++h)
@@ -629,11 +631,11 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
             double err = 0, norm = 0;
             for (int64_t d = 0; d < head_dim; ++d) {
               err += (g[d] - w[d]) * (g[d] - w[d]), norm += w[d] * w[d];
-              exact += g[d] == w[d], ++total;
+              same += std::fabs(g[d] - w[d]) <= 5e-7f * std::fabs(w[d]), ++total;
             }
             ASSERT_LE(err, 1e-4 * norm) << kv_type_name(type) << " head_dim " << head_dim << " token " << t << " side " << side;
           }
-      EXPECT_GE(exact, total * 99 / 100) << kv_type_name(type) << " head_dim " << head_dim;
+      EXPECT_GE(same, total * 99 / 100) << kv_type_name(type) << " head_dim " << head_dim;
     }
 }
 

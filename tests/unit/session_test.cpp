@@ -14,6 +14,7 @@
 #include "cpu/isa.h"
 #include "tests/unit/isa_testing.h"
 #if defined(BASALT_VULKAN)
+#include "gpu/stream.h"
 #include "tests/unit/gpu_testing.h"
 #endif
 #include "tests/unit/test_paths.h"
@@ -298,18 +299,47 @@ TEST(GpuRings, WindowedModelPastItsWindowEqualsTheWholeCache) {
   check_rings("gpu_rings", offload, 1e-4);
 }
 
+// A synthetic model with a tiny vocabulary (make_model.py ARGS), or nullptr and a failure.
+std::unique_ptr<Model> small_model(const std::string& name, const std::string& args) {
+  const std::string gguf = test::temp_dir(name) + "/m.gguf";
+  std::string out;
+  if (test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_model.py --vocab tiny " +
+                            "--n-ctx 512 " + args + " " + gguf + " 2>&1", &out) != 0) {
+    ADD_FAILURE() << out;
+    return nullptr;
+  }
+  return Model::load(gguf);
+}
+
+// With the whole model on the GPU a decode step is one submission and one
+// wait (for the logits): the graph reuses its tensors in every layer, and a
+// wait per reuse cost a real GPU (an H200) 15 ms a token where lavapipe
+// showed nothing.
+TEST(GpuSubmissions, ADecodeStepWaitsOnceWithTheWholeModelOnTheGpu) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  auto m = small_model("gpu_submissions", "--type q4_0 --n-embd 256 --n-ff 512 --n-head 4 --n-head-kv 2 --n-layer 3");
+  ASSERT_TRUE(m);
+  OffloadOptions gpu;
+  gpu.gpu = "all";
+  Session s(*m, 256, 64, gpu);
+  ASSERT_NE(s.offload_plan().find("attention of 3 layers"), std::string::npos) << s.offload_plan();
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % 500);
+  s.set_context(ids);
+  const uint64_t before = gpu::Stream::submissions();
+  for (int32_t t : {5, 6, 7, 8}) s.append(t);
+  EXPECT_EQ(gpu::Stream::submissions() - before, 4u);
+}
+
 // 4-bit caches with attention on the GPU: the device stores and reads its own
 // copy (rotated heads, k8v4's two block sizes), whose logits must be the CPU
 // session's within the rounding of a rare code (GLSL's division).
 TEST(GpuQ4Cache, SessionMatchesTheCpu) {
   NEED_DEVICE(dev);
   (void)dev;
-  const std::string dir = test::temp_dir("gpu_q4"), gguf = dir + "/hd64.gguf";
-  std::string out;
-  ASSERT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_model.py --vocab tiny "
-                              "--type f32 --n-embd 256 --n-ff 256 --n-head 4 --n-head-kv 2 --n-layer 2 --n-ctx 512 " + gguf + " 2>&1",
-                              &out), 0) << out;
-  auto m = Model::load(gguf);
+  auto m = small_model("gpu_q4", "--type f32 --n-embd 256 --n-ff 256 --n-head 4 --n-head-kv 2 --n-layer 2");
+  ASSERT_TRUE(m);
   const int64_t V = m->spec().n_vocab;
   std::vector<int32_t> ids;
   for (int i = 0; i < 150; ++i) ids.push_back((i * 37 + 11) % 500);
