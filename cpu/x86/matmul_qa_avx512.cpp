@@ -34,11 +34,16 @@ template <QaScales S>
 constexpr int block_tokens() { return S == QaScales::q6k ? 6 : 5; }
 constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
-// A register block's first pass over its tiles reads ahead this far, into the
-// tiles that follow (the next units'): compute-bound, it has time to. Later
-// passes find the tiles in cache and ask for nothing. 12 KB measured best
-// of 2, 6 and 12 at 16 and 64 tokens (docs/PERFORMANCE.md 3.1a).
-constexpr int kBlockedPrefetchBytes = 12288;
+// A register block reads its tiles from memory once, then from cache for each
+// further pass over its tokens. Each pass reads its share of the next unit's
+// tiles ahead (pass p of P the p-th P-th of them, spread over its blocks), so
+// memory reads overlap every pass, not only the first (8-16 tokens 1.2-1.6x,
+// 512 unchanged: docs/PERFORMANCE.md 3.1b). Into L2, not L1: the lines wait
+// a whole unit before they are used.
+struct Prefetch {
+  const uint8_t* base;  // this pass's share of the next unit
+  int64_t lines;        // its cache lines
+};
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
 // two read streams, which this CPU needs to reach its bandwidth (decode).
@@ -131,12 +136,11 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
 // so unlike tiles_x_tokens it does not need distant tiles for read streams.
 template <int Bits, QaScales S, int NT, int NTILE>
 void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
-                            bool prefetch, __m512 out[NTILE][NT]) {
+                            Prefetch pf, __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
   constexpr QaLayout kL = qa_layout(Bits, S);  // the layout's offsets as constants
   constexpr int G = kL.blocks_per_group;
-  constexpr int kLinesPerBlock = static_cast<int>((kL.group_bytes() / 64 + G - 1) / G);
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
   const int32_t* xs0 = xq.sum16_row(t0);
@@ -147,19 +151,15 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) acc[u][i] = _mm512_setzero_ps();
 
+  const char* pf_line = reinterpret_cast<const char*>(pf.base);
+  int64_t pf_due = 0;  // lines owed x nb: block b ends with b * pf.lines / nb of them asked for
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t g = b / G;
     const int j = static_cast<int>(b % G);
     const uint8_t* grp[NTILE];
 #pragma GCC unroll 4
-    for (int u = 0; u < NTILE; ++u) {
-      grp[u] = tiles[u] + g * kL.group_bytes();
-      if (prefetch)
-#pragma GCC unroll 8
-        for (int line = 0; line < kLinesPerBlock; ++line)
-          _mm_prefetch(reinterpret_cast<const char*>(grp[u] + kBlockedPrefetchBytes + 64 * (j * kLinesPerBlock + line)),
-                       _MM_HINT_T0);
-    }
+    for (int u = 0; u < NTILE; ++u) grp[u] = tiles[u] + g * kL.group_bytes();
+    for (pf_due += pf.lines; pf_due >= nb; pf_due -= nb, pf_line += 64) _mm_prefetch(pf_line, _MM_HINT_T1);
     // The zero point's share (kZero x sum of x) starts each sum.
     __m512i a0[NTILE][NT], a1[NTILE][NT];
 #pragma GCC unroll 8
@@ -233,13 +233,19 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
   const uint8_t* tiles[NTILE];
   for (int u = 0; u < NTILE; ++u) tiles[u] = sp[u]->tile;
   const int64_t passes = (a.n_tok + kMax - 1) / kMax;
+  // Tiles are contiguous, and the next unit's follow this one's.
+  const int64_t unit_lines = NTILE * static_cast<int64_t>(a.w->tile_bytes) / 64;
+  const uint8_t* next_unit = tiles[0] + unit_lines * 64;
   for (int64_t t0 = 0, pass = 0; t0 < a.n_tok; ++pass) {
     __m512 out[NTILE][kMax];
     const int64_t nt = (a.n_tok - t0 + (passes - pass) - 1) / (passes - pass);
     auto run = [&]<int NT>() {
       __m512 o[NTILE][NT];
       if constexpr (kMax <= kPairTokens) tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
-      else tiles_x_tokens_blocked<Bits, S, NT, NTILE>(tiles, nb, *a.xq, t0, pass == 0, o);
+      else {
+        const int64_t first = unit_lines * pass / passes, last = unit_lines * (pass + 1) / passes;
+        tiles_x_tokens_blocked<Bits, S, NT, NTILE>(tiles, nb, *a.xq, t0, {next_unit + 64 * first, last - first}, o);
+      }
       for (int u = 0; u < NTILE; ++u)
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
     };
