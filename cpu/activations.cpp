@@ -10,6 +10,7 @@ void QuantizedActs::resize(int64_t n, int64_t c) {
   q.resize(static_cast<size_t>(n * stride));
   d.resize(static_cast<size_t>(n * (stride / 32)));
   sum16.resize(static_cast<size_t>(n * (stride / 16)));
+  dsum.resize(static_cast<size_t>(n * (stride / 32)));
 }
 
 }  // namespace basalt

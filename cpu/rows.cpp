@@ -33,8 +33,11 @@ int64_t rows_per_chunk(int64_t d) { return std::max<int64_t>(1, kParallelMin / 2
 
 // Columns [c0, c1) of row t of yq from row y (yq already sized; c0, c1 multiples of 32).
 void quantize_cols(const RowKernels& k, const float* y, int64_t t, int64_t c0, int64_t c1, QuantizedActs& yq) {
-  k.quantize(y + c0, c1 - c0, yq.q.data() + t * yq.stride + c0, yq.d.data() + t * (yq.stride / 32) + c0 / 32,
-             yq.sum16.data() + t * (yq.stride / 16) + c0 / 16);
+  float* d = yq.d.data() + t * (yq.stride / 32);
+  int32_t* s = yq.sum16.data() + t * (yq.stride / 16);
+  k.quantize(y + c0, c1 - c0, yq.q.data() + t * yq.stride + c0, d + c0 / 32, s + c0 / 16);
+  float* ds = yq.dsum.data() + t * (yq.stride / 32);
+  for (int64_t b = c0 / 32; b < c1 / 32; ++b) ds[b] = d[b] * static_cast<float>(s[2 * b] + s[2 * b + 1]);
 }
 
 // Zeroes the padding blocks of row t of yq.
@@ -43,9 +46,10 @@ void zero_padding(int64_t t, QuantizedActs& yq) {
   int8_t* q = yq.q.data() + t * yq.stride;
   float* d = yq.d.data() + t * nb_pad;
   int32_t* s = yq.sum16.data() + t * (yq.stride / 16);
+  float* ds = yq.dsum.data() + t * nb_pad;
   for (int64_t b = nb; b < nb_pad; ++b) {
     for (int j = 0; j < 32; ++j) q[b * 32 + j] = 0;
-    d[b] = 0;
+    d[b] = ds[b] = 0;
     s[2 * b] = s[2 * b + 1] = 0;
   }
 }

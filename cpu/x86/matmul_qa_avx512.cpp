@@ -66,6 +66,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
   const int32_t* xs0 = xq.sum16_row(t0);
+  const float* xds0 = xq.dsum_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
 
   for (int64_t g = 0; g < n_groups; ++g) {
@@ -118,10 +119,9 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
             ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), ac);
           } else {
             ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale, vxd), ac);
-            if constexpr (S == QaScales::f16_affine)
-              ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+            if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xds0[i * d_stride + b]), ac);
             if constexpr (S == QaScales::kquant || S == QaScales::f16_zero)
-              ac = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xd * static_cast<float>(s0 + s1)), ac);
+              ac = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xds0[i * d_stride + b]), ac);
           }
         }
       }
@@ -144,6 +144,7 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
   const int32_t* xs0 = xq.sum16_row(t0);
+  const float* xds0 = xq.dsum_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
   __m512 acc[NTILE][NT];
 #pragma GCC unroll 4
@@ -213,9 +214,9 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
         ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[u][i]), _mm512_mul_ps(scale, vxd), ac);
         if constexpr (kSplitHalves) ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[u][i]), _mm512_mul_ps(scale_hi, vxd), ac);
         if constexpr (S == QaScales::f16_affine || S == QaScales::kquant || S == QaScales::f16_zero) {
-          const float xs = xd * static_cast<float>(xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]);
-          if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xs), ac);
-          else ac = _mm512_fnmadd_ps(bias, _mm512_set1_ps(xs), ac);
+          const __m512 xs = _mm512_set1_ps(xds0[i * d_stride + b]);
+          if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, xs, ac);
+          else ac = _mm512_fnmadd_ps(bias, xs, ac);
         }
       }
     }
