@@ -88,7 +88,8 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   if (budget_bytes == 0) budget_bytes = gpu.device_local_bytes / 10 * 8;
   if (step > 0 && resident <= static_cast<double>(budget_bytes)) {
     all.cpu_us = step * us_per_byte_cpu;
-    all.gpu_us = step * us_per_byte_gpu + (spec.n_embd + spec.n_vocab) * 4.0 * us_per_byte_link + t.node_us;
+    all.gpu_us = step * us_per_byte_gpu + (spec.n_embd + spec.n_vocab) * 4.0 * us_per_byte_link + t.node_us +
+                 static_cast<double>(graph.nodes.size()) * t.dispatch_us;  // a dispatch a node, roughly
   }
   AutoPlan plan;
   if (all.cpu_us > 0 && all.gpu_wins()) {
@@ -113,7 +114,8 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
   }
   if (plan.why.empty()) plan.why = "nothing to offload";
   plan.why += "; GPU reads " + fixed(t.gpu_read_gbs, "GB/s") + ", copies " + fixed(t.link_gbs, "GB/s") + ", syncs in " +
-              fixed(t.node_us, "us") + "; CPU reads " + fixed(t.cpu_read_gbs, "GB/s");
+              fixed(t.node_us, "us") + ", dispatches in " + fixed(t.dispatch_us, "us") + "; CPU reads " +
+              fixed(t.cpu_read_gbs, "GB/s");
   return plan;
 }
 
@@ -139,6 +141,17 @@ void measure_device(Device& device, Throughputs& t) {
     sync = std::min(sync, seconds(t0));
   }
   t.node_us = sync * 1e6;
+  // Dispatches in one submission, each writing what the last one wrote (a
+  // barrier between them, as between a model's nodes): what one more adds.
+  constexpr int kDispatches = 64;
+  double batch = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    for (int j = 0; j < kDispatches; ++j) s.dispatch(read, {in(sums), out(src)}, &one, 4, {1, 1, 1});
+    s.finish();
+    batch = std::min(batch, seconds(t0));
+  }
+  t.dispatch_us = std::max(0.0, batch - sync) * 1e6 / (kDispatches - 1);
   // Read bandwidth: the best of 3 submissions of 4 passes.
   const uint32_t n_vec4 = static_cast<uint32_t>(bytes / 16);
   double read_s = 1e9;

@@ -22,6 +22,11 @@ struct Throughputs {
   double gpu_read_gbs = 0;    // the device's memory; 0: guessed from its kind
   double link_gbs = 0;        // host -> device copies; 0: guessed from its kind
   double node_us = 60;        // one offloaded node's submit and wait (its input comes from the CPU)
+  // One more dispatch inside a submission: its recording on the host and its
+  // launch and barrier on the device. A whole model is hundreds of them a
+  // token: an H200 took 3.5 ms a decode token whose reads it estimated at
+  // 0.27 ms, ~10 us a node (docs/PERFORMANCE.md 4.1), hence the default.
+  double dispatch_us = 10;
 };
 
 struct AutoPlan {
@@ -35,7 +40,8 @@ AutoPlan choose_auto(const GpuInfo& gpu, const ModelSpec& spec, const Graph& gra
 
 // The device's side, measured (tens of ms on a GPU): its read bandwidth
 // (shaders/read_bandwidth.comp over up to 256 MiB), host -> device copies,
-// and the submit-and-wait of one small dispatch. Throws GpuError.
+// the submit-and-wait of one small dispatch, and what each further dispatch
+// of a submission adds. Throws GpuError.
 void measure_device(Device& device, Throughputs& t);
 
 }  // namespace basalt::gpu

@@ -97,7 +97,8 @@ TEST(GpuAuto, OffloadsOnlyWhereTheEstimateWins) {
 }
 
 // auto takes the whole model when it fits the device and the device reads
-// its weights much faster; not when it does not fit, or reads no faster.
+// its weights much faster; not when it does not fit, reads no faster, or
+// spends longer dispatching the nodes than the CPU takes to run them.
 TEST(GpuAuto, TakesTheWholeModelWhereItFitsAndWins) {
   ModelSpec spec;  // a TinyLlama-like shape, f16 weights (2.2 GB)
   spec.n_layer = 22;
@@ -141,6 +142,10 @@ TEST(GpuAuto, TakesTheWholeModelWhereItFitsAndWins) {
   slow.gpu_read_gbs = 22;  // an integrated GPU: the same memory as the CPU
   const gpu::AutoPlan same_memory = gpu::choose_auto(discrete, spec, g, 4096, slow);
   EXPECT_FALSE(same_memory.placement.any()) << same_memory.why;
+  gpu::Throughputs costly = t;
+  costly.dispatch_us = 2000;  // 89 nodes of 2 ms: slower than reading the weights on the CPU
+  const gpu::AutoPlan dispatch_bound = gpu::choose_auto(discrete, spec, g, 4096, costly);
+  EXPECT_FALSE(dispatch_bound.placement.all) << dispatch_bound.why;
 }
 
 TEST(GpuAuto, MeasuresTheDevice) {
@@ -151,6 +156,8 @@ TEST(GpuAuto, MeasuresTheDevice) {
   EXPECT_GT(t.link_gbs, 0.01);
   EXPECT_GT(t.node_us, 0.0);
   EXPECT_LT(t.node_us, 1e6);
+  EXPECT_GT(t.dispatch_us, 0.0);
+  EXPECT_LT(t.dispatch_us, t.node_us * 64);
 }
 
 // y = W x on the device and by the reference decoding (dequantize_row, double
