@@ -25,13 +25,22 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
+  const bool penalties = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0 || p_.frequency_penalty != 0;
+  if (p_.temperature <= 0 && p_.logit_bias.empty() && !(penalties && p_.repeat_last_n > 0)) {
+    // Greedy with nothing to adjust: the first largest logit, read in place.
+    // A server's step samples each of its sequences in turn while the worker
+    // threads wait; the candidate list cost 3% of a 16-sequence step.
+    int64_t best = 0;
+    for (int64_t i = 1; i < n_vocab; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return static_cast<int32_t>(best);
+  }
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 
   for (const auto& [id, bias] : p_.logit_bias)
     if (id < n_vocab) cand_[id].logit += bias;
 
-  const bool penalties = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0 || p_.frequency_penalty != 0;
   if (penalties && p_.repeat_last_n > 0) {
     std::unordered_map<int32_t, int> seen;  // token -> occurrences in the window
     const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;

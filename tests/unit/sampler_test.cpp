@@ -3,8 +3,10 @@
 // should leave, checked by counting draws with fixed seeds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 #include "core/runtime/sampler.h"
@@ -40,6 +42,23 @@ TEST(Sampler, GreedyTakesTheMaximum) {
   std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
   Sampler s(plain(0));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(s.sample(l.data(), 4, {}), 1);
+}
+
+// Greedy with nothing to adjust reads the logits in place; with a bias (here
+// of zero) it goes through the candidate list: the two pick the same token,
+// the lower id on ties.
+TEST(Sampler, GreedyInPlaceEqualsTheCandidateList) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> level(0, 40);
+  SamplingParams biased = plain(0);
+  biased.logit_bias = {{0, 0.0f}};
+  for (int round = 0; round < 50; ++round) {
+    std::vector<float> l(1000);
+    for (float& x : l) x = static_cast<float>(level(rng)) / 8;  // many ties
+    const int32_t want = Sampler(biased).sample(l.data(), 1000, {});
+    EXPECT_EQ(Sampler(plain(0)).sample(l.data(), 1000, {}), want);
+    EXPECT_EQ(want, std::max_element(l.begin(), l.end()) - l.begin());  // the first of the largest
+  }
 }
 
 TEST(Sampler, SameSeedSameTokens) {
