@@ -239,14 +239,13 @@ class VulkanBackend final : public Backend {
 
   // The tensor's device buffer, to be written by the node being recorded
   // (the caller marks it written with written()). Its old contents are dead
-  // (an in-place op has read them as its input), so they are downloaded only
-  // if the buffer must grow: the graph reuses tensors in every layer, and a
-  // download here is a submission and a wait (each one ~60 us on a real GPU).
+  // (an in-place op has read them as its input) and are not downloaded: the
+  // graph reuses tensors in every layer, and a download here was a submission
+  // and a wait per reuse (~60 us each on a real GPU). A tensor's size is fixed
+  // within a batch, so its buffer grows only at its first write of a batch,
+  // when begin_batch() has left nothing stale.
   const gpu::Buffer& output(int tensor, RunContext& ctx) {
-    DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
-    const size_t bytes = bytes_of(tensor, ctx);
-    if (t.host_stale && t.buf && t.buf->size() < bytes) sync_to_host(tensor, ctx);
-    return ensure(t.buf, bytes, "activations", &ctx);
+    return ensure(tensors_[static_cast<size_t>(tensor)].buf, bytes_of(tensor, ctx), "activations", &ctx);
   }
   void written(int tensor) {
     DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];

@@ -128,6 +128,10 @@ void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* wha
   EXPECT_EQ(a.q, b.q) << what;
   EXPECT_EQ(a.d, b.d) << what;
   EXPECT_EQ(a.sum16, b.sum16) << what;
+  EXPECT_EQ(a.dsum, b.dsum) << what;
+  // Each block's d x (sum of q), the affine kernels' offset term, as they formed it.
+  for (size_t i = 0; i < a.d.size(); ++i)
+    ASSERT_EQ(a.dsum[i], a.d[i] * static_cast<float>(a.sum16[2 * i] + a.sum16[2 * i + 1])) << what << " block " << i;
 }
 
 TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
