@@ -42,6 +42,7 @@ class VulkanBackend final : public Backend {
   VulkanBackend(std::unique_ptr<gpu::Device> device, const Graph& graph, const ModelSpec& spec, const KvCache& kv,
                 Placement placement, int gpu_layers, int64_t memory_mib)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
+        kv_block_bytes_{static_cast<size_t>(kv.block_bytes(0)), static_cast<size_t>(kv.block_bytes(1))},
         tensors_(graph.tensors.size()) {
     if (const char* f = std::getenv("BASALT_GPU_FAIL_AFTER")) fail_after_ = std::atoll(f);
     // Weights of the matmuls this backend takes, while the device has room
@@ -144,6 +145,15 @@ class VulkanBackend final : public Backend {
     }
     for (DeviceTensor& t : tensors_) t.on_device = t.host_stale = false;
     batch_uploaded_ = false;
+    try {
+      record_kv_copies();
+    } catch (const gpu::GpuError& e) {
+      fail(e);
+    }
+  }
+
+  void copy_kv_block(int32_t src, int32_t dst) override {
+    if (!keys_.empty()) kv_copies_.emplace_back(src, dst);  // recorded at the next batch's start, in its submission
   }
 
   void invalidate(int tensor) override {
@@ -250,6 +260,19 @@ class VulkanBackend final : public Backend {
   void written(int tensor) {
     DeviceTensor& t = tensors_[static_cast<size_t>(tensor)];
     t.on_device = t.host_stale = true;
+  }
+
+  // The block copies asked since the last batch, each layer's in one command.
+  // A copy's destination is a block nobody has read yet, never another's source.
+  void record_kv_copies() {
+    if (kv_copies_.empty()) return;
+    for (int kv = 0; kv < 2; ++kv) {
+      std::vector<gpu::Stream::Range> ranges;
+      const size_t bb = kv_block_bytes_[kv];
+      for (auto [src, dst] : kv_copies_) ranges.push_back({src * bb, dst * bb, bb});
+      for (const auto& layer : kv == 0 ? keys_ : values_) stream().copy(*layer, *layer, ranges);
+    }
+    kv_copies_.clear();
   }
 
   // Submits the stream and waits; then the CPU cache gets the keys and values that came back.
@@ -477,6 +500,8 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
+  size_t kv_block_bytes_[2];                                  // a block of keys, of values
+  std::vector<std::pair<int32_t, int32_t>> kv_copies_;         // (src, dst) blocks, for the next batch
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device
   std::unique_ptr<gpu::Stream> stream_;

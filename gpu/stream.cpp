@@ -178,15 +178,19 @@ void Stream::fill_zero(const Buffer& dst, size_t offset, size_t bytes) {
 
 void Stream::copy(const Buffer& src, const Buffer& dst, const std::vector<Range>& ranges) {
   if (ranges.empty()) return;
-  if (&src == &dst) throw GpuError("copy within one buffer");
+  auto overlap = [](size_t a, size_t b, size_t n, size_t m) { return a < b + m && b < a + n; };
   std::vector<VkBufferCopy> regions;
   regions.reserve(ranges.size());
   for (const Range& r : ranges) {
     if (r.src_offset + r.bytes > src.size() || r.dst_offset + r.bytes > dst.size()) throw GpuError("copy past the end of a buffer");
+    if (&src == &dst)  // Vulkan: no region may read what any region writes
+      for (const Range& w : ranges)
+        if (overlap(r.src_offset, w.dst_offset, r.bytes, w.bytes)) throw GpuError("copy within one buffer onto its own source");
     regions.push_back({r.src_offset, r.dst_offset, r.bytes});
   }
   begin();
-  order({in(src), out(dst)});
+  if (&src == &dst) order({inout(src)});
+  else order({in(src), out(dst)});
   vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
 }
 

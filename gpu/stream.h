@@ -52,7 +52,8 @@ class Stream {
   void upload(const Buffer& dst, const void* src, size_t bytes, size_t dst_offset = 0);
   void download(const Buffer& src, void* dst, size_t bytes, size_t src_offset = 0);  // dst filled by finish()
   void fill_zero(const Buffer& dst, size_t offset, size_t bytes);
-  // Device-to-device copies of byte ranges (src != dst).
+  // Device-to-device copies of byte ranges; within one buffer, no range may
+  // read bytes that another (or itself) writes.
   struct Range {
     size_t src_offset, dst_offset, bytes;
   };

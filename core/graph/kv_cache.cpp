@@ -175,6 +175,17 @@ void KvCache::unref(int32_t block) {
   if (--r == 0) free_.push_back(block);
 }
 
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  if (ring_layers_ > 0) throw Error("internal: a KV cache with rings cannot copy blocks");
+  if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_ || src == dst)
+    throw Error("internal: KV block copy from " + std::to_string(src) + " to " + std::to_string(dst));
+  for (int64_t l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      uint8_t* base = const_cast<uint8_t*>(pool(kv, l));
+      std::memcpy(base + dst * block_bytes(kv), base + src * block_bytes(kv), static_cast<size_t>(block_bytes(kv)));
+    }
+}
+
 const uint8_t* KvCache::pool(int kv, int64_t layer) const {
   // [pool layers' keys][pool layers' values][ring layers' keys][ring layers' values]
   const bool ring = ringed(layer);

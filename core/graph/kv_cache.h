@@ -170,6 +170,11 @@ class KvCache {
   int refs(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
   void ref(int32_t block);
   void unref(int32_t block);  // the block is free again at zero
+  // Copies block src's keys and values, every layer, over block dst's: a
+  // sequence starting with part of a cached block takes a copy of it and
+  // writes its own positions after the shared ones (core/runtime/prefix_cache.h).
+  // Only a cache without rings (those that share blocks).
+  void copy_block(int32_t src, int32_t dst);
 
   // Stores the key and value of (layer, seq, pos), [kv_dim] f32 each, rounded
   // to the cache's type (f16: to nearest even, as core/util/half.h). pos must

@@ -153,6 +153,11 @@ float* Executor::tensor(int t) {
   return ctx_.buf(t);
 }
 
+void Executor::copy_kv_block(int32_t src, int32_t dst) {
+  kv_.copy_block(src, dst);
+  for (auto& b : backends_) b->copy_kv_block(src, dst);
+}
+
 void Executor::run_layers(const Batch& batch, int first, int last) {
   if (first < 0 || last < first || last >= model_.spec().n_layer)
     throw Error("layers " + std::to_string(first) + ".." + std::to_string(last) + " out of range");

@@ -33,6 +33,8 @@ class Executor {
   // before and holds the result after. Same errors as run().
   void run_layers(const Batch& batch, int first, int last);
   float* tensor(int t);  // [max_batch][width], its newest contents
+  // Copies the cache's block src over block dst, wherever a copy of the cache lives.
+  void copy_kv_block(int32_t src, int32_t dst);
 
   // Called before each node runs (its index in graph().nodes); empty: none.
   using NodeHook = std::function<void(size_t node, const RunContext& ctx)>;

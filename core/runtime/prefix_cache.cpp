@@ -26,7 +26,7 @@ uint64_t PrefixCache::find(uint64_t parent, const int32_t* tokens) const {
   auto [it, end] = by_key_.equal_range(key(parent, tokens));
   for (; it != end; ++it) {
     const Entry& e = entries_.at(it->second);
-    if (e.parent == parent && std::equal(e.tokens.begin(), e.tokens.end(), tokens)) return it->second;
+    if (e.parent == parent && e.tokens.size() == B && std::equal(e.tokens.begin(), e.tokens.end(), tokens)) return it->second;
   }
   return 0;
 }
@@ -45,6 +45,20 @@ PrefixCache::Cursor PrefixCache::attach(int seq, const int32_t* tokens, int64_t 
   return c;
 }
 
+PrefixCache::Partial PrefixCache::partial(const Cursor& c, const int32_t* tokens, int64_t n) {
+  Partial best;
+  Entry* used = nullptr;
+  n = std::min(n, B);
+  for (auto [it, end] = children_.equal_range(c.parent); it != end; ++it) {
+    Entry& e = entries_.at(it->second);
+    const auto stop = e.tokens.begin() + std::min<int64_t>(n, static_cast<int64_t>(e.tokens.size()));
+    const int64_t m = std::mismatch(e.tokens.begin(), stop, tokens).first - e.tokens.begin();
+    if (m > best.tokens) best = {e.block, m}, used = &e;
+  }
+  if (used) used->last_used = ++clock_;
+  return best;
+}
+
 void PrefixCache::insert(Cursor& c, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table) {
   const int64_t full = std::min(n_tokens / B, static_cast<int64_t>(table.size()));
   ++clock_;
@@ -60,8 +74,20 @@ void PrefixCache::insert(Cursor& c, const int32_t* tokens, int64_t n_tokens, con
     kv_.ref(block);
     entries_.emplace(serial, Entry{c.parent, block, clock_, std::vector<int32_t>(t, t + B)});
     by_key_.emplace(key(c.parent, t), serial);
+    children_.emplace(c.parent, serial);
     c.parent = serial;
   }
+}
+
+void PrefixCache::insert_tail(const Cursor& c, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table) {
+  const int64_t b = n_tokens / B, n = n_tokens % B;
+  if (n == 0 || c.blocks != b || static_cast<int64_t>(table.size()) <= b) return;
+  const int32_t* t = tokens + b * B;
+  if (partial(c, t, n).tokens == n) return;  // listed already, as much or more of it
+  const uint64_t serial = next_serial_++;
+  kv_.ref(table[static_cast<size_t>(b)]);
+  entries_.emplace(serial, Entry{c.parent, table[static_cast<size_t>(b)], ++clock_, std::vector<int32_t>(t, t + n)});
+  children_.emplace(c.parent, serial);
 }
 
 bool PrefixCache::evict() {
@@ -70,10 +96,15 @@ bool PrefixCache::evict() {
     if (kv_.refs(it->second.block) == 1 && (oldest == entries_.end() || it->second.last_used < oldest->second.last_used))
       oldest = it;
   if (oldest == entries_.end()) return false;
-  auto [it, end] = by_key_.equal_range(key(oldest->second.parent, oldest->second.tokens.data()));
-  for (; it != end; ++it)
-    if (it->second == oldest->first) {
-      by_key_.erase(it);
+  if (oldest->second.tokens.size() == B)  // a tail is not in by_key_
+    for (auto [it, end] = by_key_.equal_range(key(oldest->second.parent, oldest->second.tokens.data())); it != end; ++it)
+      if (it->second == oldest->first) {
+        by_key_.erase(it);
+        break;
+      }
+  for (auto [i, e] = children_.equal_range(oldest->second.parent); i != e; ++i)
+    if (i->second == oldest->first) {
+      children_.erase(i);
       break;
     }
   kv_.unref(oldest->second.block);

@@ -10,6 +10,11 @@
 // before it, so a match is always a whole prefix. Entries' serials are never
 // reused: a block whose parent was evicted can no longer be found (and goes
 // in its turn).
+//
+// Past the last whole block a prompt shares, the entry after it that starts
+// most like the prompt's rest (partial()) gives a copy of itself: a system
+// prompt or a chat's history rarely ends on a block's edge, and the copy of a
+// block (a few MB even for a 7B) costs far less than computing its tokens.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +41,19 @@ class PrefixCache {
   // Gives seq (whose table must be empty) the cached blocks that hold
   // tokens[0, 64 k) for the largest k <= max_blocks. The cursor says how many.
   Cursor attach(int seq, const int32_t* tokens, int64_t n_tokens, int64_t max_blocks);
+  // The listed block after the cursor whose first tokens match the most of
+  // tokens[0, n) (n <= 64), and how many match; {-1, 0} when none does.
+  struct Partial {
+    int32_t block = -1;
+    int64_t tokens = 0;
+  };
+  Partial partial(const Cursor& cursor, const int32_t* tokens, int64_t n);
   // Lists seq's full blocks past the cursor: table[b] holds tokens[64 b, 64 b + 64).
   void insert(Cursor& cursor, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table);
+  // At a sequence's end, after insert(): lists its last block too when only
+  // part of it is filled (nobody writes into it again), for partial() to copy:
+  // a chat's next turn starts with all of this one.
+  void insert_tail(const Cursor& cursor, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table);
   // Frees the least recently used block that only the cache holds; false when there is none.
   bool evict();
   // Blocks listed, and of those the ones only the cache holds (evict() can free them).
@@ -49,7 +65,7 @@ class PrefixCache {
     uint64_t parent;
     int32_t block;
     uint64_t last_used;
-    std::vector<int32_t> tokens;
+    std::vector<int32_t> tokens;  // 64, or fewer for a sequence's last block (found by partial() only)
   };
   static uint64_t key(uint64_t parent, const int32_t* tokens);
   // The entry for these tokens after parent; 0 when there is none.
@@ -58,6 +74,7 @@ class PrefixCache {
   KvCache& kv_;
   std::unordered_map<uint64_t, Entry> entries_;          // by serial
   std::unordered_multimap<uint64_t, uint64_t> by_key_;  // key() -> serial
+  std::unordered_multimap<uint64_t, uint64_t> children_;  // parent's serial -> serial
   uint64_t next_serial_ = 1, clock_ = 0;
 };
 

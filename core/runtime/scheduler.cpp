@@ -104,7 +104,9 @@ void Scheduler::finish(Sequence& s) {
   const bool decoded = s.first_token != std::chrono::steady_clock::time_point{};
   s.gen->stats().decode_s = decoded ? seconds_since(s.first_token) : 0;
   if (s.request.on_done) s.request.on_done(s.gen->stats());
-  if (s.slot >= 0) release_slot(s);
+  if (s.slot < 0) return;
+  if (prefix_) prefix_->insert_tail(s.cursor, s.context.data(), s.computed, kv_.table(s.slot));
+  release_slot(s);
 }
 
 void Scheduler::release_slot(Sequence& s) {
@@ -125,9 +127,15 @@ void Scheduler::start(Sequence& s) {
   free_slots_.pop_back();
   if (!prefix_) return;
   // A prompt not yet begun computes at least its last token (its logits give the first output token).
-  const int64_t n = static_cast<int64_t>(s.context.size());
-  s.cursor = prefix_->attach(s.slot, s.context.data(), n, s.next_token >= 0 ? n / B : (n - 1) / B);
+  const int64_t n = static_cast<int64_t>(s.context.size()), cacheable = s.next_token >= 0 ? n : n - 1;
+  s.cursor = prefix_->attach(s.slot, s.context.data(), n, cacheable / B);
   s.computed = s.cursor.blocks * B;
+  // Then a copy of the cached block that starts most like the rest, if a block is free for it.
+  const PrefixCache::Partial part = prefix_->partial(s.cursor, s.context.data() + s.computed, cacheable - s.computed);
+  if (part.tokens > 0 && kv_.grow(s.slot)) {
+    executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
+    s.computed += part.tokens;
+  }
 }
 
 void Scheduler::admit() {

@@ -590,6 +590,33 @@ TEST(KvCache, PagedBlocksAreCountedAndFreed) {
   EXPECT_EQ(kv.free_blocks(), 1);
 }
 
+// copy_block gives the destination every layer's keys and values of the
+// source, in every cache type; the source is unchanged.
+TEST(KvCache, CopyBlockCopiesEveryLayer) {
+  for (KvType type : kKvTypes) {
+    ModelSpec spec = one_head_spec(64);
+    spec.n_layer = 3;
+    KvCache kv(spec, 2 * KvCache::kBlock, 2, 4, type);
+    ASSERT_TRUE(kv.grow(0));
+    ASSERT_TRUE(kv.grow(1));
+    std::vector<float> k(64), v(64);
+    for (int64_t layer = 0; layer < 3; ++layer)
+      for (int64_t p = 0; p < KvCache::kBlock; ++p) {
+        for (int64_t i = 0; i < 64; ++i) k[i] = std::sin(0.1f * (i + 7 * p + 100 * layer)), v[i] = std::cos(0.3f * (i + p - layer));
+        kv.store(layer, 0, p, k.data(), v.data());
+      }
+    kv.copy_block(kv.table(0)[0], kv.table(1)[0]);
+    for (int64_t layer = 0; layer < 3; ++layer)
+      for (int64_t p : {0, 1, 31, 32, 63})
+        for (int64_t i = 0; i < 64; ++i) {
+          ASSERT_EQ(kv.key(layer, 1, p, i), kv.key(layer, 0, p, i)) << kv_type_name(type) << " " << layer << " " << p;
+          ASSERT_EQ(kv.value(layer, 1, p, i), kv.value(layer, 0, p, i)) << kv_type_name(type) << " " << layer << " " << p;
+        }
+    EXPECT_NE(kv.key(2, 0, 5, 3), 0.0f);
+    EXPECT_THROW(kv.copy_block(kv.table(0)[0], kv.table(0)[0]), Error);
+  }
+}
+
 // key_head/value_head read what key()/value() read, element for element.
 TEST(KvCache, HeadReadsEqualElementReads) {
   for (KvType type : kKvTypes) {

@@ -239,7 +239,7 @@ TEST(GpuOps, MatmulOfOneStackedExpert) {
   });
 }
 
-TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want logits
+TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want logits; KV block copies
   NEED_DEVICE(dev);
   std::vector<float> x(7 * 5), got(3 * 5, -1.0f);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
@@ -256,7 +256,18 @@ TEST(GpuOps, CopyGathersRows) {  // gather_out on the device: the rows that want
     EXPECT_EQ(got[10 + j], x[6 * 5 + j]);
   }
   EXPECT_THROW(s.copy(xb, yb, {{6 * row, 2 * row, 2 * row}}), gpu::GpuError);  // past y's end
-  EXPECT_THROW(s.copy(xb, xb, {{0, row, row}}), gpu::GpuError);
+  // Within one buffer (a KV block copied to another): no range may read what one writes.
+  s.copy(xb, xb, {{0, row, row}, {0, 3 * row, row}});
+  std::vector<float> back(x.size());
+  s.download(xb, back.data(), back.size() * 4);
+  s.finish();
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(back[5 + j], x[j]);
+    EXPECT_EQ(back[15 + j], x[j]);
+    EXPECT_EQ(back[10 + j], x[10 + j]);
+  }
+  EXPECT_THROW(s.copy(xb, xb, {{0, row / 2, row}}), gpu::GpuError);
+  EXPECT_THROW(s.copy(xb, xb, {{0, row, row}, {row, 2 * row, row}}), gpu::GpuError);
 }
 
 // Uploads through two streams in turn (the host fills one chunk while the

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The prefix cache on a bare KV pool: whole-prefix matches only, references
-// counted, least recently used blocks evicted first, and a block whose
-// parent was evicted never matched again.
+// The prefix cache on a bare KV pool: whole-prefix matches, the best partial
+// block after them (an ended sequence's last block too), references counted,
+// least recently used blocks evicted first, and a block whose parent was
+// evicted never matched again.
 #include "core/runtime/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,66 @@ TEST(PrefixCache, MatchesWholeBlocksOfAPrefix) {
   EXPECT_EQ(cache.attach(2, d.data(), static_cast<int64_t>(d.size()), 10).blocks, 0);
   EXPECT_EQ(cache.attach(2, a.data(), static_cast<int64_t>(a.size()), 1).blocks, 1);  // at most max_blocks
   kv.release(2);
+}
+
+// After the whole blocks, the listed block that starts most like the rest:
+// among the children of the last matched entry only, at most n tokens.
+TEST(PrefixCache, PartialFindsTheLongestStartAfterTheCursor) {
+  KvCache kv(tiny_spec(), 8 * B, 4, 16, KvType::f16);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(2 * B, 100);
+  std::vector<int32_t> b = a;
+  b[B + 40] = 1;  // a's second block and b's part ways 40 tokens in
+  fill(kv, cache, 0, a);
+  fill(kv, cache, 1, b);
+  EXPECT_EQ(cache.blocks(), 3);
+
+  std::vector<int32_t> c = a;
+  c[B + 50] = 2;  // shares 50 tokens of a's second block, 40 of b's
+  PrefixCache::Cursor cur = cache.attach(2, c.data(), 2 * B, 2);
+  ASSERT_EQ(cur.blocks, 1);
+  PrefixCache::Partial p = cache.partial(cur, c.data() + B, B);
+  EXPECT_EQ(p.block, kv.table(0)[1]);
+  EXPECT_EQ(p.tokens, 50);
+  EXPECT_EQ(cache.partial(cur, c.data() + B, 30).tokens, 30);  // at most n
+  std::vector<int32_t> d = b;
+  d[B + 45] = 3;
+  EXPECT_EQ(cache.partial(cur, d.data() + B, B).block, kv.table(1)[1]);
+  EXPECT_EQ(cache.partial(cur, d.data() + B, B).tokens, 45);
+  EXPECT_EQ(cache.partial(PrefixCache::Cursor{}, c.data() + B, B).tokens, 0);  // a's second block does not start a prompt
+  EXPECT_EQ(cache.partial(PrefixCache::Cursor{}, c.data() + 1, B).tokens, 0);
+  EXPECT_EQ(cache.partial(PrefixCache::Cursor{}, c.data(), 10).tokens, 10);
+  kv.release(2);
+}
+
+// An ended sequence's part-filled last block: found by partial() (a next turn
+// copies it), never as a whole block, listed once, and evicted like any other.
+TEST(PrefixCache, TailOfAnEndedSequenceIsCopiedNotShared) {
+  KvCache kv(tiny_spec(), 8 * B, 3, 16, KvType::f16);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(B + 20, 100);
+  PrefixCache::Cursor ca = fill(kv, cache, 0, a);
+  cache.insert_tail(ca, a.data(), B + 20, kv.table(0));
+  const int32_t tail = kv.table(0)[1];
+  EXPECT_EQ(cache.blocks(), 2);
+  EXPECT_EQ(kv.refs(tail), 2);
+  cache.insert_tail(ca, a.data(), B + 12, kv.table(0));  // less of the same: nothing new
+  cache.insert_tail(ca, a.data(), B + 20, kv.table(0));
+  EXPECT_EQ(cache.blocks(), 2);
+  kv.release(0);
+
+  std::vector<int32_t> next = a;
+  for (int i = 0; i < 2 * B; ++i) next.push_back(i);  // the next turn: all of a, then more
+  PrefixCache::Cursor c = cache.attach(1, next.data(), static_cast<int64_t>(next.size()), 3);
+  EXPECT_EQ(c.blocks, 1);  // the tail is no whole block
+  const PrefixCache::Partial p = cache.partial(c, next.data() + B, B);
+  EXPECT_EQ(p.block, tail);
+  EXPECT_EQ(p.tokens, 20);
+  kv.release(1);
+  ASSERT_TRUE(cache.evict());
+  ASSERT_TRUE(cache.evict());
+  EXPECT_FALSE(cache.evict());
+  EXPECT_EQ(kv.free_blocks(), 16);
 }
 
 TEST(PrefixCache, EvictsLeastRecentlyUsedBlocksNoOneElseHolds) {

@@ -232,7 +232,9 @@ TEST_F(SchedulerTest, WindowedModelRingsGiveTheSameText) {
 }
 
 // A prompt that starts with an earlier one's full blocks computes only the
-// rest; a prompt that is all cached still computes its last token.
+// rest; one that shares part of a block (a full one, or an ended request's
+// last) takes a copy of it; a prompt that is all cached still computes its
+// last token.
 TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   std::mt19937 rng(4);
   const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
@@ -249,14 +251,23 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   EXPECT_EQ(sched.stats().prefix_hits, 0);
   const Outcome a = one(sched, longer);
   EXPECT_EQ(sched.stats().prefix_hits, 1);
-  EXPECT_EQ(sched.stats().prefix_hit_tokens, 3 * KvCache::kBlock);
-  EXPECT_EQ(a.stats.n_prefilled, 210 - 3 * KvCache::kBlock);
+  // Three blocks, and a copy of the last one `first` filled in part: all of `first`'s prompt.
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 200);
+  EXPECT_EQ(a.stats.n_prefilled, 10);
   EXPECT_EQ(a.stats.n_prompt, 210);
   EXPECT_EQ(a.text, one(plain, longer).text);
   const Outcome b = one(sched, exact);
-  EXPECT_EQ(sched.stats().prefix_hit_tokens, 5 * KvCache::kBlock);  // two more blocks: the third holds the last token
-  EXPECT_EQ(b.stats.n_prefilled, KvCache::kBlock);
+  // Two more blocks, and a copy of the third but for the last token, which is computed.
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 200 + 3 * KvCache::kBlock - 1);
+  EXPECT_EQ(b.stats.n_prefilled, 1);
   EXPECT_EQ(b.text, one(plain, exact).text);
+  // 150 tokens in common, then others: two blocks, and 22 positions of a copy of the third.
+  std::vector<int32_t> forked(first.begin(), first.begin() + 150);
+  for (int i = 0; i < 30; ++i) forked.push_back(7 + i);
+  const Outcome c = one(sched, forked);
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 200 + 3 * KvCache::kBlock - 1 + 150);
+  EXPECT_EQ(c.stats.n_prefilled, 30);
+  EXPECT_EQ(c.text, one(plain, forked).text);
   expect_blocks_returned(sched);
   expect_blocks_returned(plain);
 }
@@ -285,6 +296,36 @@ TEST_F(SchedulerTest, GpuAttentionReadsThroughBlockTables) {
     EXPECT_EQ(gpu[i].text, cpu[i].text) << "request " << i;
   }
   EXPECT_GT(sched.stats().preemptions, 0);
+  expect_blocks_returned(sched);
+}
+
+// Prompts sharing parts of an earlier one's blocks under --gpu attn: the
+// device's copy of the cache gets the block copies too (its text equals the
+// CPU's without a prefix cache).
+TEST_F(SchedulerTest, GpuAttentionCopiesPartlySharedBlocks) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  const std::vector<int32_t> base = random_prompts(9, 1, 200, 0)[0];
+  std::vector<std::vector<int32_t>> forks;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> p(base.begin(), base.begin() + 100 + 30 * i);
+    for (int j = 0; j < 12; ++j) p.push_back(3 + 5 * i + j);
+    forks.push_back(p);
+  }
+  const GenerateOptions opt = greedy(24);
+  SchedulerOptions so = options(2, 320, 64);
+  SchedulerOptions plain = so;
+  plain.prefix_cache = false;
+  std::vector<Outcome> want;
+  {
+    Scheduler sched(*model_, plain);
+    want = run_all(sched, forks, opt);
+  }
+  so.offload.gpu = "attn";
+  Scheduler sched(*model_, so);
+  run_all(sched, {base}, opt);
+  for (size_t i = 0; i < forks.size(); ++i) EXPECT_EQ(run_all(sched, {forks[i]}, opt)[0].text, want[i].text) << "fork " << i;
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 100 + 130 + 160);  // whole blocks and copies
   expect_blocks_returned(sched);
 }
 #endif
