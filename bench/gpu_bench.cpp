@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu_shaders", g_dev->variants());
   for (const BenchFormat& f : kFormats)
     for (const Shape& shape : kShapes)
-      for (int64_t tokens : {1, 512})
+      for (int64_t tokens : {1, 4, 8, 15, 16, 32, 64, 512})  // 15 and 16: either side of kTiledMatmulTokens
         benchmark::RegisterBenchmark(("matmul/" + std::string(f.name) + "/" + shape.name + "/t:" + std::to_string(tokens)).c_str(),
                                      matmul_bench, f, shape, tokens)
             ->UseManualTime()

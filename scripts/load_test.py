@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Load test of `basalt serve`, and of llama.cpp's llama-server under the same
 # load when given one, with Locust (headless, on loopback; scripts/load/locustfile.py):
-# streamed completions of a ~128-token prompt and 128 output tokens at each
+# streamed completions of a 128-token prompt (SmolLM2's tokenizer) and 128 output tokens at each
 # concurrency, the servers alternating at every level. Prints a table
 # (requests/s, output tokens/s, time to first token and whole-request P50/P99,
 # error rate, ratios) and writes a PNG plot. Every run is bounded in time.

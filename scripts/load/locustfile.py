@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# One Locust user: streamed completions, back to back, of a ~128-token prompt
+# One Locust user: streamed completions, back to back, of a 128-token prompt
 # and 128 output tokens (ignore_eos, as llama-server takes it). Besides the
 # HTTP request itself it reports, as Locust events of type "LLM": "ttft" (to
 # the first streamed text), "e2e" (the whole request) and "tokens" (whose
@@ -18,7 +18,8 @@ PROMPT = os.environ.get("LOAD_PROMPT", (
     "subject. Notes: rivers carry water from mountains to the sea; they shape valleys, feed farms, "
     "carry boats and goods, and flood when rain is heavy; people build dams, bridges and canals; "
     "cities grow on their banks; fish and birds depend on them; pollution harms them; clean water "
-    "matters to everyone. Report:"))
+    "matters to everyone. Cover the history of rivers, their future, and what each of us can do to keep "
+    "them clean and healthy for all our children. Report:"))  # 128 tokens with SmolLM2's tokenizer
 MAX_TOKENS = int(os.environ.get("LOAD_MAX_TOKENS", "128"))
 MODEL = os.environ.get("LOAD_MODEL", "")
 LOG = os.environ.get("LOAD_LOG", "")
