@@ -9,6 +9,7 @@
 #
 #   .venv/bin/python scripts/load_test.py [--llama-server BIN] [-m MODEL.gguf] [--levels 1,4,16,64]
 #                                         [--duration 60] [--parallel 16] [--out DIR] [--basalt-args '...']
+#                                         [--soak 10]  (then scripts/soak_test.py: resident memory over time)
 #
 # llama-server is not built by this repository; one way, from the llama.cpp
 # sources inside the llama-cpp-python source package (`pip download
@@ -156,6 +157,8 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="")
     ap.add_argument("--basalt-args", default="", help="more options for basalt serve, e.g. '--batch-window 50'")
+    ap.add_argument("--soak", type=float, default=0, metavar="MIN",
+                    help="then the memory soak of scripts/soak_test.py for MIN minutes at 8 clients (the issue's: 10)")
     args = ap.parse_args()
     if importlib.util.find_spec("locust") is None:
         sys.exit(f"load_test.py: Locust is missing: {sys.executable} -m pip install locust matplotlib")
@@ -217,6 +220,10 @@ def main() -> int:
         print(f"plot: {Path(args.out) / 'load_test.png'}")
     except ImportError:
         print("no plot: pip install matplotlib")
+    if args.soak > 0:
+        print(f"\n# memory soak: {args.soak:g} min, 8 clients", flush=True)
+        return subprocess.call([sys.executable, str(ROOT / "scripts/soak_test.py"), "--basalt", args.basalt, "-m", model,
+                                "--minutes", str(args.soak), "--clients", "8"])
     return 0
 
 
