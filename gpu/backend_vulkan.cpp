@@ -87,9 +87,8 @@ class VulkanBackend final : public Backend {
     uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else
     // attention stays on the CPU). A ringed sliding-window layer's copy
-    // holds its rings only (KvCache::layer_blocks). The shader has no
-    // attention sinks (--attention-sinks): those stay on the CPU too.
-    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type()) && spec.attention_sinks == 0) {
+    // holds its rings only (KvCache::layer_blocks), attention sinks' blocks included.
+    if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
       auto layer_bytes = [&](int64_t l, int side) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes(side)); };
       uint64_t total = 0;
@@ -370,9 +369,11 @@ class VulkanBackend final : public Backend {
     ensure(pos_, n * 4, "positions", &ctx);
     s.upload(*pos_, b.pos.data(), n * 4);
     for (int kind = 0; kind < kinds; ++kind) {
-      // The first layer of this kind stands for all of them: their tables are the same.
+      // The first layer of this kind stands for all of them: their tables are the
+      // same. A kind may have none (Mistral-style: every layer windowed, hence ringed).
       int64_t layer = 0;
-      while (kv.ringed(layer) != (kind == 1)) ++layer;
+      while (layer < spec_.n_layer && kv.ringed(layer) != (kind == 1)) ++layer;
+      if (layer == spec_.n_layer) continue;
       std::vector<uint32_t>& base = base_[kind];
       base.resize(static_cast<size_t>(n));
       table_at_[kind].assign(static_cast<size_t>(kv.n_seq()), -1);
@@ -446,6 +447,7 @@ class VulkanBackend final : public Backend {
                           t0 * qd, qd, t1 - t0, spec_.n_head, spec_.n_head_kv, spec_.head_dim,
                           spec_.window_of(n.layer), &partial, max_pos,
                           spec_.query_scale()};
+      op.sinks = spec_.sinks_of(n.layer);
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }

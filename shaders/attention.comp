@@ -10,7 +10,8 @@
 // once for all of them. Its 64 invocations take one key each for the scores
 // (consecutive keys: contiguous reads) and dimensions d, d + 64, ... for
 // P V. Online softmax (running max m and sum l per row) block by block,
-// causal per row, an optional sliding window. With splits > 1 the key blocks
+// causal per row, an optional sliding window (and the first `sinks` positions
+// beside it: StreamingLLM's attention sinks). With splits > 1 the key blocks
 // are cut into that many ranges (workgroups z: split-K, so a decode step
 // fills the GPU); each writes its (max, sum, unnormalized o) per row to
 // part[] and attention_merge.comp combines them. Defines: HEADS (HG), TOKENS
@@ -84,6 +85,7 @@ layout(push_constant) uniform Params {
   float scale;
   uint splits;        // key ranges per (token, head); 1: o written here
   uint value_block_bytes, value_scales;  // the values' (k8v4: not the keys'); Q4: bytes to the f16 scales
+  uint sinks;         // with a window: positions [0, sinks) seen too
 } p;
 
 shared float qs[ROWS][MAX_DIMS * 64];
@@ -124,11 +126,14 @@ void main() {
     for (uint i = 0; i < MAX_DIMS; ++i) acc[r][i] = 0.0;
   }
 
-  // This workgroup's blocks of the rows' key range.
-  const uint first_block = lo / BLOCK, blocks = hi / BLOCK - first_block + 1;
+  // This workgroup's blocks of the rows' key range: the sinks' blocks before
+  // it first (those it does not reach), numbered on from 0 with it.
+  const uint first_block = lo / BLOCK, sink_blocks = min((p.sinks + BLOCK - 1) / BLOCK, first_block);
+  const uint blocks = sink_blocks + hi / BLOCK - first_block + 1;
   const uint per_split = (blocks + p.splits - 1) / p.splits, split = gl_WorkGroupID.z;
-  const uint b0 = first_block + min(blocks, split * per_split), b1 = first_block + min(blocks, (split + 1) * per_split);
-  for (uint b = b0; b < b1; ++b) {
+  const uint i0 = min(blocks, split * per_split), i1 = min(blocks, (split + 1) * per_split);
+  for (uint i = i0; i < i1; ++i) {
+    const uint b = i < sink_blocks ? i : first_block + i - sink_blocks;
     const uint p0 = b * BLOCK;
     const uint blk_bytes = uint(table[p.table_offset + b]) * p.block_bytes, blk = blk_bytes / ELEMENT_BYTES;
     const uint vblk_bytes = uint(table[p.table_offset + b]) * p.value_block_bytes;
@@ -169,7 +174,7 @@ void main() {
     }
     float mx[ROWS];
     for (uint r = 0; r < ROWS; ++r) {
-      if (key < first[r] || key > last[r]) s[r] = -1.0 / 0.0;
+      if ((key < first[r] && key >= p.sinks) || key > last[r]) s[r] = -1.0 / 0.0;
       mx[r] = s[r];
     }
     group_reduce(mx, true);

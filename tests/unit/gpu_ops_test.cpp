@@ -406,11 +406,12 @@ struct AttnCase {
 // cpu::attention writes the batch's keys and values into the cache and gives
 // the reference; the device reads that cache.
 // `ringed`: the layer keeps its window in a ring of blocks (KvCache, runs of 256).
+// `sinks` (with a window): the first positions, seen too.
 void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
-                     KvType type = KvType::f16, bool ringed = false) {
+                     KvType type = KvType::f16, bool ringed = false, int64_t sinks = 0) {
   ModelSpec spec = one_layer_spec(c.n_kv * c.ratio, c.n_kv, c.head_dim);
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
-  if (ringed) spec.sliding_window = window;
+  if (ringed) spec.sliding_window = window, spec.attention_sinks = sinks;
   KvCache kv = ringed ? KvCache(spec, n_ctx, 1, type, 256) : testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
   ASSERT_EQ(kv.ringed(0), ringed);
   for (int64_t p0 = 0; p0 < c.depth; p0 += 256) {  // the past, through the op itself
@@ -430,9 +431,12 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     for (int64_t t = 0; t < c.n_tok; ++t)
       for (int64_t h = 0; h < spec.n_head; ++h) {
         const int64_t pos = b.pos[t], first = std::max<int64_t>(0, pos + 1 - window), kvh = h / group;
+        std::vector<int64_t> seen;  // the sinks before the window, then the window
+        for (int64_t p = 0; p < std::min(sinks, first); ++p) seen.push_back(p);
+        for (int64_t p = first; p <= pos; ++p) seen.push_back(p);
         std::vector<double> sc;
         double mx = -INFINITY;
-        for (int64_t p = first; p <= pos; ++p) {
+        for (int64_t p : seen) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += q[t * qd + h * hd + d] * kv.key(0, 0, p, kvh * hd + d);
           sc.push_back(dot / std::sqrt(static_cast<double>(hd)));
@@ -442,7 +446,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
         for (double& x : sc) l += (x = std::exp(x - mx));
         for (int64_t d = 0; d < hd; ++d) {
           double o = 0;
-          for (int64_t p = first; p <= pos; ++p) o += sc[p - first] * kv.value(0, 0, p, kvh * hd + d);
+          for (size_t i = 0; i < seen.size(); ++i) o += sc[i] * kv.value(0, 0, seen[i], kvh * hd + d);
           want[t * qd + h * hd + d] = static_cast<float>(o / l);
         }
       }
@@ -466,6 +470,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   for (bool split : {false, true}) {  // one workgroup per (token, head), and split-K where it applies
     gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, type, &tb, 3, kv.block_bytes(), &pb, 0, &ob, 0, qd,
                         c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
+    op.sinks = sinks;
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
     // q4 sides are stored rotated: the queries rotated for q4 keys, the output back for q4 values (as the backend does).
@@ -479,7 +484,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     s.download(ob, got.data(), got.size() * 4);
     s.finish();
     EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
-                                     << " depth " << c.depth << " tokens " << c.n_tok << " window " << window
+                                     << " depth " << c.depth << " tokens " << c.n_tok << " window " << window << " sinks " << sinks
                                      << (split ? " split-K" : "") << " kv " << kv_type_name(type);
   }
 }
@@ -516,6 +521,20 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
     for (KvType type : {KvType::f16, KvType::q8, KvType::k8v4})  // rings of 6 blocks over 1003 positions
       check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, true);
     check_attention(*dev, {96, 1, 2, 300, 4}, rng, 70, KvType::q4);  // rotated in blocks of 32
+  });
+}
+
+// Attention sinks (--attention-sinks with --window): the first positions
+// beside the window, in a plain cache and in rings with the sinks' own blocks.
+TEST(GpuOps, AttentionSinksMatchFloat64) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(12);
+  testutil::for_each_variant(*dev, [&] {
+    for (int64_t sinks : {1, 4, 64, 70}) check_attention(*dev, {64, 2, 2, 300, 3}, rng, 100, KvType::f16, false, sinks);
+    check_attention(*dev, {64, 2, 2, 40, 3}, rng, 100, KvType::f16, false, 4);  // the window still reaches them
+    for (KvType type : {KvType::f16, KvType::q8, KvType::k8v4})
+      check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, true, 4);
+    check_attention(*dev, {64, 1, 4, 2000, 1}, rng, 128, KvType::f16, true, 70);  // decode, split-K over sinks and window
   });
 }
 

@@ -299,6 +299,16 @@ TEST(GpuRings, WindowedModelPastItsWindowEqualsTheWholeCache) {
   check_rings("gpu_rings", offload, 1e-4);
 }
 
+// And attention sinks (--attention-sinks 4 --window 40) on the GPU: the shader
+// reads the sinks' blocks before the window's.
+TEST(GpuRings, AttentionSinksWithAWindowEqualTheWholeCache) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  OffloadOptions offload;
+  offload.gpu = "attn";
+  check_rings("gpu_sinks", offload, 1e-4, true);
+}
+
 // A synthetic model with a tiny vocabulary (make_model.py ARGS), or nullptr and a failure.
 std::unique_ptr<Model> small_model(const std::string& name, const std::string& args) {
   const std::string gguf = test::temp_dir(name) + "/m.gguf";
