@@ -129,7 +129,8 @@ void bench(const BenchOptions& o) {
       auto s_ptr = make_session(o.model, *model, n_ctx, !o.json && r < 0 && o.n_prompt == 0);
       Session& s = *s_ptr;
       if (plan.empty()) plan = s.offload_plan();
-      auto ctx = random_tokens(std::max<int64_t>(1, o.depth));
+      // The warm-up fills at most 1024 tokens: a 32k fill takes many minutes and warms nothing more.
+      auto ctx = random_tokens(std::max<int64_t>(1, r < 0 ? std::min<int64_t>(o.depth, 1024) : o.depth));
       const double f0 = now();
       s.set_context(ctx);
       if (r >= 0 && o.depth > 0) fill.push_back(static_cast<double>(o.depth) / (now() - f0));
