@@ -53,7 +53,10 @@ struct MatmulOp {
   int64_t y_offset = 0, ldy = 0;
   int64_t n_tok = 0;
 };
-constexpr int64_t kTiledMatmulTokens = 16;
+// From this many tokens the tiled GEMM; fewer, the GEMV (matmul_qa.comp, 4 tokens a
+// workgroup). On an H200 the GEMV is faster at 16 tokens (a server's default batch) on
+// every 7B shape measured, and a 16-sequence decode 1.2x (docs/PERFORMANCE.md 4.1b).
+constexpr int64_t kTiledMatmulTokens = 17;
 void matmul(Device& device, Stream& stream, const MatmulOp& op);
 
 // MoE experts on the device, without the host knowing how many rows each

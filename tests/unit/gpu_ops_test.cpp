@@ -162,7 +162,11 @@ TEST(GpuAuto, MeasuresTheDevice) {
 
 // y = W x on the device and by the reference decoding (dequantize_row, double
 // sums); where the device takes integer dot products (the tiled GEMM of qa
-// weights), the reference takes the inputs the shader quantizes.
+// weights), the reference takes the inputs the shader quantizes. The squared
+// error is normalized by the sum of the products' squares (what sum y^2 is on
+// average for random data), not by sum y^2 itself: a matrix of one row and
+// one token has a single output, and when that random dot product lands near
+// zero its relative error says nothing about the shader (an H200 case, 4.1b).
 void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok, std::mt19937& rng,
                   size_t max_part_bytes = 0) {
   const int64_t rows = w.mat_rows, cols = w.cols, ldx = cols + 3, ldy = rows + 5;
@@ -170,11 +174,15 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
   const bool tiled = n_tok >= gpu::kTiledMatmulTokens, int8_inputs = testutil::int8_inputs(dev, w, tiled);
   const std::vector<float> xr = int8_inputs ? testutil::int8_blocks(x, n_tok, ldx, cols) : x;
   std::vector<float> want(static_cast<size_t>(n_tok * ldy), 0.0f), got(want.size(), 0.0f), row(static_cast<size_t>(cols));
+  double terms2 = 0;  // sum over outputs and k of (w_rk x_tk)^2
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w, mat * w.mat_rows + r, row.data());
     for (int64_t t = 0; t < n_tok; ++t) {
       double s = 0;
-      for (int64_t k = 0; k < cols; ++k) s += static_cast<double>(row[k]) * xr[t * ldx + k];
+      for (int64_t k = 0; k < cols; ++k) {
+        const double term = static_cast<double>(row[k]) * xr[t * ldx + k];
+        s += term, terms2 += term * term;
+      }
       want[t * ldy + r] = static_cast<float>(s);
     }
   }
@@ -189,7 +197,9 @@ void check_matmul(gpu::Device& dev, const Weight& w, int64_t mat, int64_t n_tok,
   gpu::matmul(dev, s, {&m, mat, &xb, 0, ldx, &yb, 0, ldy, n_tok});
   s.download(yb, got.data(), got.size() * 4);
   s.finish();
-  EXPECT_LT(nmse(got, want), testutil::matmul_nmse_bound(dev, w, tiled))
+  double err2 = 0;
+  for (size_t i = 0; i < got.size(); ++i) err2 += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+  EXPECT_LT(err2 / terms2, testutil::matmul_nmse_bound(dev, w, tiled))
       << w.describe() << " " << rows << "x" << cols << " tokens " << n_tok << " matrix " << mat
       << (int8_inputs ? " (integer dot products)" : testutil::f16_arithmetic(dev, w, tiled) ? " (f16 arithmetic)" : "");
 }
