@@ -42,7 +42,6 @@ class VulkanBackend final : public Backend {
   VulkanBackend(std::unique_ptr<gpu::Device> device, const Graph& graph, const ModelSpec& spec, const KvCache& kv,
                 Placement placement, int gpu_layers, int64_t memory_mib)
       : dev_(std::move(device)), spec_(spec), placement_(placement), gpu_layers_(gpu_layers),
-        kv_block_bytes_{static_cast<size_t>(kv.block_bytes(0)), static_cast<size_t>(kv.block_bytes(1))},
         tensors_(graph.tensors.size()) {
     if (const char* f = std::getenv("BASALT_GPU_FAIL_AFTER")) fail_after_ = std::atoll(f);
     // Weights of the matmuls this backend takes, while the device has room
@@ -145,7 +144,7 @@ class VulkanBackend final : public Backend {
     for (DeviceTensor& t : tensors_) t.on_device = t.host_stale = false;
     batch_uploaded_ = false;
     try {
-      record_kv_copies();
+      record_kv_copies(*ctx.kv);
     } catch (const gpu::GpuError& e) {
       fail(e);
     }
@@ -263,11 +262,11 @@ class VulkanBackend final : public Backend {
 
   // The block copies asked since the last batch, each layer's in one command.
   // A copy's destination is a block nobody has read yet, never another's source.
-  void record_kv_copies() {
+  void record_kv_copies(const KvCache& cache) {
     if (kv_copies_.empty()) return;
     for (int kv = 0; kv < 2; ++kv) {
       std::vector<gpu::Stream::Range> ranges;
-      const size_t bb = kv_block_bytes_[kv];
+      const auto bb = static_cast<size_t>(cache.block_bytes(kv));
       for (auto [src, dst] : kv_copies_) ranges.push_back({src * bb, dst * bb, bb});
       for (const auto& layer : kv == 0 ? keys_ : values_) stream().copy(*layer, *layer, ranges);
     }
@@ -502,7 +501,6 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
-  size_t kv_block_bytes_[2];                                  // a block of keys, of values
   std::vector<std::pair<int32_t, int32_t>> kv_copies_;         // (src, dst) blocks, for the next batch
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device

@@ -7,7 +7,16 @@ namespace basalt {
 
 namespace {
 constexpr int64_t B = KvCache::kBlock;
+
+// Removes the one (key, serial) pair of an index.
+void erase_serial(std::unordered_multimap<uint64_t, uint64_t>& index, uint64_t key, uint64_t serial) {
+  for (auto [it, end] = index.equal_range(key); it != end; ++it)
+    if (it->second == serial) {
+      index.erase(it);
+      return;
+    }
 }
+}  // namespace
 
 PrefixCache::~PrefixCache() {
   for (const auto& [serial, e] : entries_) kv_.unref(e.block);
@@ -97,16 +106,8 @@ bool PrefixCache::evict() {
       oldest = it;
   if (oldest == entries_.end()) return false;
   if (oldest->second.tokens.size() == B)  // a tail is not in by_key_
-    for (auto [it, end] = by_key_.equal_range(key(oldest->second.parent, oldest->second.tokens.data())); it != end; ++it)
-      if (it->second == oldest->first) {
-        by_key_.erase(it);
-        break;
-      }
-  for (auto [i, e] = children_.equal_range(oldest->second.parent); i != e; ++i)
-    if (i->second == oldest->first) {
-      children_.erase(i);
-      break;
-    }
+    erase_serial(by_key_, key(oldest->second.parent, oldest->second.tokens.data()), oldest->first);
+  erase_serial(children_, oldest->second.parent, oldest->first);
   kv_.unref(oldest->second.block);
   entries_.erase(oldest);
   return true;
