@@ -3,7 +3,10 @@
 // a few KV heads, key range), run by the ISA's tile kernel (cpu/attention.h).
 // A row's pieces, when its key range was split, are merged afterwards.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 #include <cstdint>
 #include <vector>
 
@@ -96,9 +99,25 @@ void merge(const Work& w, const Merge& mg, int64_t group, int64_t hd, int64_t qd
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_bf16_dots{-1};  // -1: from BASALT_ATTENTION_BF16
+}  // namespace
+
+bool attention_bf16_dots() {
+  const int forced = g_bf16_dots.load();
+  if (forced >= 0) return forced;
+  static const bool from_env = [] {
+    const char* env = std::getenv("BASALT_ATTENTION_BF16");
+    return cpu_has_avx512_bf16() && !(env && std::string_view(env) == "0");
+  }();
+  return from_env;
+}
+
+void set_attention_bf16_dots(bool on) { g_bf16_dots = on && cpu_has_avx512_bf16(); }
+
 const AttentionKernels* find_attention_kernels(Isa isa) {
 #if defined(BASALT_X86)
-  if (isa >= Isa::avx512) return kernels::attention_avx512();
+  if (isa >= Isa::avx512) return attention_bf16_dots() ? kernels::attention_avx512_bf16() : kernels::attention_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return kernels::attention_avx2();
 #endif
   (void)isa;

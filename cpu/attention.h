@@ -59,12 +59,21 @@ struct AttentionKernels {
 };
 
 // The kernels of one ISA; nullptr where there are none (attention() then runs attention_ref).
+// AVX-512 on a CPU with AVX512_BF16 (Zen 4 on, Intel since Cooper Lake) takes
+// the f16 cache's scores and P V as bf16 dot products: queries, keys, values
+// and softmax weights rounded to bf16 (8 significant bits), products summed
+// in f32, at twice the rate of f32 FMAs, which is what decode at depth is
+// bound by (docs/PERFORMANCE.md, long context). Unless attention_bf16_dots is
+// off: BASALT_ATTENTION_BF16=0, or set_attention_bf16_dots(false).
 const AttentionKernels* find_attention_kernels(Isa isa);
+bool attention_bf16_dots();  // this CPU has them and they are not turned off
+void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only where the CPU has them
 
 namespace kernels {
 #if defined(BASALT_X86)
 const AttentionKernels* attention_avx2();    // cpu/x86/attention_avx2.cpp
 const AttentionKernels* attention_avx512();  // cpu/x86/attention_avx512.cpp
+const AttentionKernels* attention_avx512_bf16();  // cpu/x86/attention_bf16_avx512.cpp
 #endif
 }  // namespace kernels
 

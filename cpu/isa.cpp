@@ -35,6 +35,7 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
 }
 bool has_f16c() { return cpuid_bit(1, 0, 2, 29); }     // ECX 29
 bool has_avxvnni() { return cpuid_bit(7, 1, 0, 4); }   // leaf 7.1 EAX 4
+bool has_avx512_bf16() { return cpuid_bit(7, 1, 0, 5); }  // leaf 7.1 EAX 5
 
 // CPUID says whether the cores have AMX-TILE and AMX-INT8; Linux (5.16 on)
 // must also grant this process the tile state, once, before any thread uses it.
@@ -96,6 +97,14 @@ Isa best_isa() {
 void set_isa(Isa isa) {
   if (!cpu_supports(isa)) throw Error(std::string("this CPU does not support the ") + isa_name(isa) + " kernels");
   g_forced = static_cast<int>(isa);
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(BASALT_X86)
+  return cpu_supports(Isa::avx512) && has_avx512_bf16();
+#else
+  return false;
+#endif
 }
 
 Isa selected_isa() {

@@ -26,4 +26,7 @@ if [ -n "${BASALT_ISA:-}" ]; then
   for i in "${isas[@]}"; do capped+=("$i"); [ "$i" = "$BASALT_ISA" ] && break; done
   isas=("${capped[@]}")
 fi
+# Not an ISA of its own but a feature some AVX-512 kernels use where it is
+# there (the f16 cache's bf16 dots, cpu/attention.h); BASALT_ISA=avx512 keeps it.
+if [[ " ${isas[*]} " == *" avx512 "* ]] && has avx512_bf16; then isas+=(avx512bf16); fi
 (IFS=,; echo "${isas[*]}")

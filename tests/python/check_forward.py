@@ -108,7 +108,9 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
                gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "",
-               gpu_portable: str = "", window: int = 0, sinks: int = 0) -> np.ndarray:
+               gpu_portable: str = "", window: int = 0, sinks: int = 0) -> tuple[np.ndarray, bool]:
+    """The engine's logits [n_tok, n_vocab], and whether its attention ran
+    the f16 cache through bf16 dot products (it says so on stderr)."""
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if window:
@@ -139,7 +141,7 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
     if data.size != want:
         raise RuntimeError(f"{out}: {data.size} floats, expected {len(tokens)} tokens x "
                            f"{n_vocab} vocab = {want}")
-    return data.reshape(len(tokens), n_vocab)
+    return data.reshape(len(tokens), n_vocab), "attention: bf16 dots" in res.stderr
 
 
 def ambiguous_positions(trace: dict, n_tok: int, nmse_max: float) -> np.ndarray:
@@ -238,7 +240,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
     if tokens is None:
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
-        got = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
+        got, bf16_dots = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
                          ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type,
                          ns.gpu_portable, ns.window, ns.sinks)
     except (RuntimeError, OSError) as e:
@@ -248,7 +250,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         print(f"check_forward: FAIL {model_path}: {e}", file=sys.stderr)
         return 1
     trace: dict = {}
-    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16")
+    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16", bf16_dots)
     if ns.keep:
         np.save(work / "reference.npy", ref)
     ok, report = evaluate(model, tokens, got, ns.nmse_max, ns.argmax_min, ns.atol, ns.rtol,

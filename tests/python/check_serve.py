@@ -164,7 +164,7 @@ def test_queue_full(srv):
 
     def one():
         results.append(srv.request("POST", "/v1/completions", {"prompt": "Tell a story.", "max_tokens": 96,
-                                                              "temperature": 0}))
+                                                              "temperature": 0, "ignore_eos": True}))
 
     threads = [threading.Thread(target=one) for _ in range(8)]
     for t in threads:
@@ -183,7 +183,7 @@ def stream_request(srv, max_tokens):
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
     c.request("POST", "/v1/completions", body=json.dumps(
         {"prompt": "Write a long essay about rivers.", "max_tokens": max_tokens, "temperature": 0,
-         "stream": True, "stop": ["NEVER-STOP-HERE"]}),
+         "stream": True, "stop": ["NEVER-STOP-HERE"], "ignore_eos": True}),
         headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     return c, c.getresponse()
 

@@ -129,6 +129,13 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """x rounded to bfloat16 (to nearest even, through float32), as float64."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -193,7 +200,8 @@ def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
     return (q * (amax / np.float32(127))).astype(x.dtype)
 
 
-def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16") -> np.ndarray:
+def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
+              bf16_dots: bool = False) -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
     p = f"blk.{i}."
     n_tok, hd = h.shape[0], m.head_dim
@@ -221,6 +229,9 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     v = np.repeat(v, group, axis=1)
     # Gemma 3: HF's query_pre_attn_scalar, head_dim but for the 27B (62 layers): n_embd / n_head
     scale_dim = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else hd
+    if bf16_dots:  # the engine's f16 cache through bf16 dot products (cpu/attention.h): what it rounds
+        q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
+        k, v = to_bf16(k.astype(np.float16)), to_bf16(v.astype(np.float16))
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
     if m.local(i):                                                 # keys window or more before it,
@@ -228,7 +239,12 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         outside[:, :m.sinks] = False                               # but the attention sinks
         masked |= outside
     scores[:, masked] = -np.inf
-    out = np.einsum("hqk,khd->qhd", softmax(scores), v).reshape(n_tok, m.n_head * hd)
+    if bf16_dots:  # P V takes the weights exp(s - max) in bf16, divided by their unrounded sum
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        w = to_bf16(e) / e.sum(axis=-1, keepdims=True)
+    else:
+        w = softmax(scores)
+    out = np.einsum("hqk,khd->qhd", w, v).reshape(n_tok, m.n_head * hd)
     return out @ m.get(p + "attn_output.weight").T
 
 
@@ -270,9 +286,11 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
     return out
 
 
-def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_type: str = "f16") -> np.ndarray:
+def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_type: str = "f16",
+                  bf16_dots: bool = False) -> np.ndarray:
     """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1, with
-    the engine's KV cache type (round_kv).
+    the engine's KV cache type (round_kv) and, bf16_dots, the rounding of its
+    f16 cache's bf16 attention kernels.
 
     trace, if given, receives "router_margin": [n_tokens], the smallest
     router_margin over the MoE layers (absent for dense models)."""
@@ -289,7 +307,8 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     for i in range(m.n_layer):
         p = f"blk.{i}."
         x = x + post(i, "post_attention_norm",
-                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type))
+                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type,
+                               bf16_dots and m.head_dim % 32 == 0))
         x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied

@@ -413,8 +413,8 @@ struct AttnCase {
   int64_t head_dim, n_kv, ratio, depth, n_tok;
 };
 
-// cpu::attention writes the batch's keys and values into the cache and gives
-// the reference; the device reads that cache.
+// cpu::attention writes the batch's keys and values into the cache and
+// cpu::attention_ref gives the reference; the device reads that cache.
 // `ringed`: the layer keeps its window in a ring of blocks (KvCache, runs of 256).
 // `sinks` (with a window): the first positions, seen too.
 void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
@@ -435,7 +435,8 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   for (int64_t t = 0; t < c.n_tok; ++t) b.add(0, static_cast<int32_t>(c.depth + t), 0, true);
   const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
   std::vector<float> want(q.size()), got(q.size());
-  cpu::attention(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
+  // The reference, not the vector kernels: those may round the f16 cache's dots to bf16 (cpu/attention.h).
+  cpu::attention_ref(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
   if (window > 0) {  // a float64 windowed attention over the cache's contents
     const int64_t hd = c.head_dim, group = c.ratio;
     for (int64_t t = 0; t < c.n_tok; ++t)

@@ -29,14 +29,16 @@ bool isa_testable(Isa isa, std::string* why) {
   return true;
 }
 
-bool isa_required(Isa isa) {
+bool name_required(const std::string& name) {
   const char* env = std::getenv("BASALT_REQUIRE_ISA");
   if (!env) return false;
   std::stringstream list(env);
   for (std::string item; std::getline(list, item, ',');)
-    if (item == "all" || item == isa_name(isa)) return true;
+    if (item == "all" || item == name) return true;
   return false;
 }
+
+bool isa_required(Isa isa) { return name_required(isa_name(isa)); }
 
 std::vector<Isa> testable_isas() {
   std::vector<Isa> isas;

@@ -20,8 +20,10 @@ inline constexpr Isa kEveryIsa[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::a
 // if set, does not cap below it (BASALT_ISA=avx2 stands in for an AVX2-only
 // machine). *why says what is missing otherwise.
 bool isa_testable(Isa isa, std::string* why);
-// Whether BASALT_REQUIRE_ISA (a comma list, or "all") names isa.
+// Whether BASALT_REQUIRE_ISA (a comma list, or "all") names isa, or a CPU
+// feature some kernels add to an ISA (avx512bf16: scripts/cpu_isas.sh).
 bool isa_required(Isa isa);
+bool name_required(const std::string& name);
 // The ISAs the tests run here, for a test that compares them with each other.
 std::vector<Isa> testable_isas();
 

@@ -12,6 +12,7 @@
 #include "core/runtime/scheduler.h"
 #include "core/runtime/session.h"
 #include "core/util/threads.h"
+#include "cpu/attention.h"
 #include "cpu/isa.h"
 #include "cpu/peaks.h"
 #include "tools/basalt/common.h"
@@ -156,6 +157,7 @@ void bench(const BenchOptions& o) {
                               {"weight_bytes", model->weight_bytes()},
                               {"threads", thread_count()},
                               {"isa", isa_name(selected_isa())},
+                              {"attention_bf16_dots", cpu::attention_bf16_dots()},  // cpu/attention.h
                               {"n_prompt", o.n_prompt},
                               {"n_gen", o.n_gen},
                               {"depth", o.depth},

@@ -16,8 +16,10 @@
 
 #include "core/engine/builtin_backends.h"
 #include "core/error.h"
+#include "core/graph/offload.h"
 #include "core/runtime/executor.h"
 #include "core/model/model.h"
+#include "cpu/attention.h"
 
 namespace {
 
@@ -77,6 +79,13 @@ int main(int argc, char** argv) {
     if (const char* m = std::getenv("BASALT_GPU_MEMORY_MIB")) offload.memory_mib = std::atoll(m);
     basalt::Executor exec(*model, kv, kv.run_tokens(), offload);
     if (!exec.offload_plan().empty()) std::fprintf(stderr, "%s\n", exec.offload_plan().c_str());
+    // The CPU's attention rounds to bf16 there (cpu/attention.h): the forward
+    // tests' reference then does the same (tests/python/check_forward.py).
+    const basalt::Placement placed = basalt::parse_placement(offload.gpu);
+    const bool gpu_attention = exec.offloading() && (placed.attn || placed.all || placed.auto_pick);
+    if (basalt::cpu::attention_bf16_dots() && kv.type() == basalt::KvType::f16 && model->spec().head_dim % 32 == 0 &&
+        !gpu_attention)
+      std::fprintf(stderr, "attention: bf16 dots\n");
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
