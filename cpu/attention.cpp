@@ -107,8 +107,10 @@ bool attention_bf16_dots() {
   const int forced = g_bf16_dots.load();
   if (forced >= 0) return forced;
   static const bool from_env = [] {
+    if (!cpu_has_avx512_bf16()) return false;
     const char* env = std::getenv("BASALT_ATTENTION_BF16");
-    return cpu_has_avx512_bf16() && !(env && std::string_view(env) == "0");
+    if (env && *env) return std::string_view(env) != "0";
+    return cpu_is_amd();  // where they are faster (cpu/attention.h)
   }();
   return from_env;
 }

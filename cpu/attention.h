@@ -59,14 +59,16 @@ struct AttentionKernels {
 };
 
 // The kernels of one ISA; nullptr where there are none (attention() then runs attention_ref).
-// AVX-512 on a CPU with AVX512_BF16 (Zen 4 on, Intel since Cooper Lake) takes
-// the f16 cache's scores and P V as bf16 dot products: queries, keys, values
-// and softmax weights rounded to bf16 (8 significant bits), products summed
-// in f32, at twice the rate of f32 FMAs, which is what decode at depth is
-// bound by (docs/PERFORMANCE.md, long context). Unless attention_bf16_dots is
-// off: BASALT_ATTENTION_BF16=0, or set_attention_bf16_dots(false).
+// With attention_bf16_dots, AVX-512 takes the f16 cache's scores and P V as
+// bf16 dot products: queries, keys, values and softmax weights rounded to
+// bf16 (8 significant bits), products summed in f32. On AMD (Zen 4, Zen 5)
+// vdpbf16ps does twice the multiply-adds of an f32 FMA per cycle, and f32
+// FMAs are what decode at depth is bound by there; on Intel (Sapphire
+// Rapids) it does as many, so the conversions make it slower (docs/PERFORMANCE.md 6.5).
 const AttentionKernels* find_attention_kernels(Isa isa);
-bool attention_bf16_dots();  // this CPU has them and they are not turned off
+// On where the CPU has AVX512_BF16 and is AMD's, or BASALT_ATTENTION_BF16=1
+// asks for them where it has them; BASALT_ATTENTION_BF16=0 turns them off.
+bool attention_bf16_dots();
 void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only where the CPU has them
 
 namespace kernels {

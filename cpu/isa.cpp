@@ -6,6 +6,7 @@
 
 #if defined(BASALT_X86)
 #include <cpuid.h>
+#include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -102,6 +103,16 @@ void set_isa(Isa isa) {
 bool cpu_has_avx512_bf16() {
 #if defined(BASALT_X86)
   return cpu_supports(Isa::avx512) && has_avx512_bf16();
+#else
+  return false;
+#endif
+}
+
+bool cpu_is_amd() {
+#if defined(BASALT_X86)
+  unsigned max_leaf, vendor[3];
+  if (!__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1])) return false;  // EBX, EDX, ECX
+  return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
 #else
   return false;
 #endif

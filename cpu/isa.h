@@ -19,5 +19,6 @@ Isa best_isa();       // the best that this CPU supports
 Isa selected_isa();   // best_isa(), or BASALT_ISA; Error if BASALT_ISA names one the CPU lacks
 void set_isa(Isa isa);  // for tests and benchmarks; Error if unsupported
 bool cpu_has_avx512_bf16();  // bf16 dot products (vdpbf16ps) beside AVX-512: cpu/attention.h
+bool cpu_is_amd();           // CPUID's vendor is AuthenticAMD
 
 }  // namespace basalt

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -290,16 +292,41 @@ class Bf16Dots {
   bool before_;
 };
 
-// The AVX-512 kernels with the bf16 dots turned off, where the CPU has them
-// (MatchesReference ran them on): the f32 kernels' exactness.
-TEST(Attention, F32KernelsWhereBf16DotsAreOff) {
+// Where the CPU has bf16 dot products, the AVX-512 kernels the other way
+// than MatchesReference ran them (on by default on AMD, off on Intel): with
+// them the f16 cache's error is bf16's (above what f32 gives, or they did not
+// run), without them the f32 kernels' exactness.
+TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
   NEED_ISA(Isa::avx512);
   if (!cpu_has_avx512_bf16()) {
     if (testutil::name_required("avx512bf16")) FAIL() << "BASALT_REQUIRE_ISA names avx512bf16, but this CPU lacks it";
     GTEST_SKIP() << "this CPU lacks AVX512_BF16: MatchesReference/avx512 ran the f32 kernels";
   }
-  Bf16Dots off(false);
-  EXPECT_LT(expect_matches_reference(Isa::avx512), kMaxNmse);
+  const bool other = !cpu::attention_bf16_dots();
+  Bf16Dots flip(other);
+  const double worst_f16 = expect_matches_reference(Isa::avx512);
+  if (other) {
+    EXPECT_GT(worst_f16, 1e-8) << "the f16 cache's output is exact: bf16 dots did not run";
+  } else {
+    EXPECT_LT(worst_f16, kMaxNmse);
+  }
+}
+
+// The default follows the CPU as Linux reports it (/proc/cpuinfo): bf16 dots
+// where it has AVX512_BF16 and AVX-512 and is AMD's (cpu/attention.h).
+TEST(Attention, Bf16DotsByDefaultWhereTheyAreFaster) {
+  if (std::getenv("BASALT_ATTENTION_BF16")) GTEST_SKIP() << "BASALT_ATTENTION_BF16 is set: the default is not in use";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor, flags;
+  while (std::getline(in, line) && (vendor.empty() || flags.empty())) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 1);
+    if (line.rfind("flags", 0) == 0) flags = line.substr(line.find(':') + 1) + " ";
+  }
+  if (flags.empty()) GTEST_SKIP() << "no x86 flags in /proc/cpuinfo";
+  const bool amd = vendor.find("AuthenticAMD") != std::string::npos;
+  EXPECT_EQ(cpu_is_amd(), amd) << vendor;
+  EXPECT_EQ(cpu_has_avx512_bf16(), cpu_supports(Isa::avx512) && flags.find(" avx512_bf16 ") != std::string::npos);
+  EXPECT_EQ(cpu::attention_bf16_dots(), cpu_has_avx512_bf16() && amd);
 }
 
 // Rings: windowed layers' keys and values in a ring of blocks per sequence,
