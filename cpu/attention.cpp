@@ -117,6 +117,16 @@ bool attention_bf16_dots() {
 
 void set_attention_bf16_dots(bool on) { g_bf16_dots = on && cpu_has_avx512_bf16(); }
 
+AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
+#if defined(BASALT_X86)
+  if (isa < Isa::avx512) return AttentionDots::f32;
+  if (type == KvType::f16 && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::bf16;
+  if (kv_side_type(type, 0) == KvType::q8 && head_dim % 4 == 0) return AttentionDots::int8_query;
+#endif
+  (void)isa, (void)type, (void)head_dim;
+  return AttentionDots::f32;
+}
+
 const AttentionKernels* find_attention_kernels(Isa isa) {
 #if defined(BASALT_X86)
   if (isa >= Isa::avx512) return attention_bf16_dots() ? kernels::attention_avx512_bf16() : kernels::attention_avx512();

@@ -71,6 +71,16 @@ const AttentionKernels* find_attention_kernels(Isa isa);
 bool attention_bf16_dots();
 void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only where the CPU has them
 
+// What isa's kernels round beyond the cache itself, for a cache of this type
+// and heads of head_dim: the f16 cache's bf16 dots, or the q8 keys' scores as
+// int8 dots (AVX-512 VNNI, vpdpbusd) of the query rounded to int8 with a
+// scale per row (max |q| / 127, to nearest even), as llama.cpp's q8_0 does
+// (not for a lone query row per KV head, a decode without GQA: there laying
+// out the keys for vpdpbusd costs more than it saves, and scores stay f32).
+// The forward tests' reference repeats it (tools/dump_logits says which).
+enum class AttentionDots { f32, bf16, int8_query };
+AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
+
 namespace kernels {
 #if defined(BASALT_X86)
 const AttentionKernels* attention_avx2();    // cpu/x86/attention_avx2.cpp

@@ -4,6 +4,7 @@
 #include "cpu/x86/simd_avx512.h"
 
 #define BASALT_KERNEL_NS avx512
+#define BASALT_ATTENTION_I8_DOTS 1  // the q8 cache's scores in VNNI int8 dots
 #include "cpu/x86/attention_x86.inc"
 
 namespace basalt::cpu::kernels {

@@ -7,6 +7,7 @@
 
 #define BASALT_KERNEL_NS avx512
 #define BASALT_ATTENTION_BF16 1
+#define BASALT_ATTENTION_I8_DOTS 1
 namespace basalt::cpu::kernels::avx512_bf16 {
 using Simd = avx512::Simd;
 }

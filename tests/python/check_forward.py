@@ -108,9 +108,9 @@ def default_tokens(n_vocab: int, n: int) -> list[int]:
 def run_engine(binary: str, model: str, tokens: list[int], out: Path,
                n_vocab: int, timeout: float, gpu: str = "", ubatch: int = 0,
                gpu_fail_after: int = -1, gpu_memory_mib: int = 0, kv_type: str = "",
-               gpu_portable: str = "", window: int = 0, sinks: int = 0) -> tuple[np.ndarray, bool]:
-    """The engine's logits [n_tok, n_vocab], and whether its attention ran
-    the f16 cache through bf16 dot products (it says so on stderr)."""
+               gpu_portable: str = "", window: int = 0, sinks: int = 0) -> tuple[np.ndarray, str]:
+    """The engine's logits [n_tok, n_vocab], and what its attention kernels
+    rounded (it says so on stderr): reference_forward.forward_model's dots."""
     cmd = [binary, model, str(out), *map(str, tokens)]
     env = dict(os.environ)
     if window:
@@ -141,7 +141,9 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
     if data.size != want:
         raise RuntimeError(f"{out}: {data.size} floats, expected {len(tokens)} tokens x "
                            f"{n_vocab} vocab = {want}")
-    return data.reshape(len(tokens), n_vocab), "attention: bf16 dots" in res.stderr
+    dots = ("bf16" if "attention: bf16 dots" in res.stderr else
+            "int8_query" if "attention: int8 queries" in res.stderr else "f32")
+    return data.reshape(len(tokens), n_vocab), dots
 
 
 def ambiguous_positions(trace: dict, n_tok: int, nmse_max: float) -> np.ndarray:
@@ -240,7 +242,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
     if tokens is None:
         tokens = default_tokens(model.n_vocab, n_tokens)
     try:
-        got, bf16_dots = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
+        got, dots = run_engine(binary, model_path, tokens, work / "engine.f32", model.n_vocab,
                          ns.timeout, ns.gpu, ns.ubatch, ns.gpu_fail_after, ns.gpu_memory_mib, ns.kv_type,
                          ns.gpu_portable, ns.window, ns.sinks)
     except (RuntimeError, OSError) as e:
@@ -250,7 +252,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         print(f"check_forward: FAIL {model_path}: {e}", file=sys.stderr)
         return 1
     trace: dict = {}
-    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16", bf16_dots)
+    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16", dots)
     if ns.keep:
         np.save(work / "reference.npy", ref)
     ok, report = evaluate(model, tokens, got, ns.nmse_max, ns.argmax_min, ns.atol, ns.rtol,

@@ -201,7 +201,7 @@ def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
 
 
 def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
-              bf16_dots: bool = False) -> np.ndarray:
+              dots: str = "f32") -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
     p = f"blk.{i}."
     n_tok, hd = h.shape[0], m.head_dim
@@ -229,9 +229,15 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     v = np.repeat(v, group, axis=1)
     # Gemma 3: HF's query_pre_attn_scalar, head_dim but for the 27B (62 layers): n_embd / n_head
     scale_dim = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else hd
+    bf16_dots = dots == "bf16" and hd % 32 == 0
     if bf16_dots:  # the engine's f16 cache through bf16 dot products (cpu/attention.h): what it rounds
         q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
         k, v = to_bf16(k.astype(np.float16)), to_bf16(v.astype(np.float16))
+    if dots == "int8_query" and hd % 4 == 0:  # q8 keys' int8 dots: the scaled query per head in int8
+        qs = (q / np.sqrt(scale_dim)).astype(np.float32)
+        amax = np.abs(qs).max(axis=-1, keepdims=True)
+        inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, np.float32(1)), np.float32(0))
+        q = (np.rint(qs * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) * np.sqrt(scale_dim)
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
     if m.local(i):                                                 # keys window or more before it,
@@ -287,10 +293,11 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
 
 
 def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_type: str = "f16",
-                  bf16_dots: bool = False) -> np.ndarray:
+                  dots: str = "f32") -> np.ndarray:
     """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1, with
-    the engine's KV cache type (round_kv) and, bf16_dots, the rounding of its
-    f16 cache's bf16 attention kernels.
+    the engine's KV cache type (round_kv) and what its attention kernels
+    round (dots: "f32", nothing; "bf16", q, k, v and the softmax weights of
+    heads of whole 32-dim vectors; "int8_query", the query to int8 per head).
 
     trace, if given, receives "router_margin": [n_tokens], the smallest
     router_margin over the MoE layers (absent for dense models)."""
@@ -307,8 +314,7 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     for i in range(m.n_layer):
         p = f"blk.{i}."
         x = x + post(i, "post_attention_norm",
-                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type,
-                               bf16_dots and m.head_dim % 32 == 0))
+                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type, dots))
         x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied

@@ -33,6 +33,9 @@ constexpr double kMaxNmse = 1e-10;
 // for scores of order 1 and 6.3e-4 for a sharp softmax (q x8), about the q8
 // cache's loss; a wrong pairing or a dropped key gives ~1.
 constexpr double kMaxNmseBf16 = 1e-4, kMaxNmseBf16Sharp = 2e-3;
+// Where the q8 keys' scores are int8 dots, the query is rounded to int8 per
+// row: measured NMSE <= 5.9e-5 for scores of order 1 and 6.9e-4 sharp.
+constexpr double kMaxNmseInt8Query = 2e-4, kMaxNmseInt8QuerySharp = 2e-3;
 
 struct Case {
   int64_t head_dim, n_kv, ratio;
@@ -213,21 +216,23 @@ bool all_finite(const std::vector<float>& x) {
   return true;
 }
 
-// Whether isa's kernels run this case's f16 cache through bf16 dot products.
-bool bf16_dots(const Case& c, KvType type, Isa isa) {
-  return isa >= Isa::avx512 && cpu::attention_bf16_dots() && type == KvType::f16 && c.head_dim % 32 == 0;
-}
-
-// The NMSE a variant stays within against the reference.
+// The NMSE a variant stays within against the reference: what its dot products round (cpu/attention.h).
 double bound_of(const Case& c, KvType type, Isa isa) {
-  if (!bf16_dots(c, type, isa)) return kMaxNmse;
-  return c.q_scale > 1 ? kMaxNmseBf16Sharp : kMaxNmseBf16;
+  const bool sharp = c.q_scale > 1;
+  switch (cpu::attention_dots(isa, type, c.head_dim)) {
+    case cpu::AttentionDots::bf16: return sharp ? kMaxNmseBf16Sharp : kMaxNmseBf16;
+    case cpu::AttentionDots::int8_query: return sharp ? kMaxNmseInt8QuerySharp : kMaxNmseInt8Query;
+    case cpu::AttentionDots::f32: break;
+  }
+  return kMaxNmse;
 }
 
 // Every case and cache type with isa's kernels against the reference: within
-// bound_of, storing the same K and V. Returns the worst NMSE of the f16 cache.
-double expect_matches_reference(Isa isa) {
-  double worst_f16 = 0;
+// bound_of, storing the same K and V. Returns the worst NMSE of each cache
+// type, in kKvTypes' order: above what f32 gives where the kernels round
+// more, or they did not.
+std::vector<double> expect_matches_reference(Isa isa) {
+  std::vector<double> worst_of;
   for (KvType type : kKvTypes) {
     double worst = 0;
     for (const Case& c : kCases) {
@@ -243,12 +248,18 @@ double expect_matches_reference(Isa isa) {
       EXPECT_LE(e, bound_of(c, type, isa)) << isa_name(isa) << " " << name;
       EXPECT_TRUE(cache == ref_cache) << isa_name(isa) << " stored other K/V: " << name;
     }
-    if (type == KvType::f16) worst_f16 = worst;
+    worst_of.push_back(worst);
+    const cpu::AttentionDots dots = cpu::attention_dots(isa, type, 64);
     std::printf("[ info ] %s%s, kv %s: worst NMSE against the reference: %.3g\n", isa_name(isa),
-                type == KvType::f16 && isa >= Isa::avx512 && cpu::attention_bf16_dots() ? " (bf16 dots)" : "",
+                dots == cpu::AttentionDots::bf16         ? " (bf16 dots)"
+                : dots == cpu::AttentionDots::int8_query ? " (int8 dots)"
+                                                         : "",
                 kv_type_name(type), worst);
+    if (dots != cpu::AttentionDots::f32) {
+      EXPECT_GT(worst, 1e-8) << kv_type_name(type) << ": exact, so its dots did not round";
+    }
   }
-  return worst_f16;
+  return worst_of;
 }
 
 // The vector kernels, each test once per ISA (AttentionIsa.NAME/ISA): skipped
@@ -275,12 +286,7 @@ TEST(Attention, ScalarRunsTheReference) {
     }
 }
 
-TEST_P(AttentionIsa, MatchesReference) {
-  const double worst_f16 = expect_matches_reference(GetParam());
-  if (GetParam() >= Isa::avx512 && cpu::attention_bf16_dots()) {  // its error is bf16's, or they did not run
-    EXPECT_GT(worst_f16, 1e-8) << "the f16 cache's output is exact: bf16 dots did not run";
-  }
-}
+TEST_P(AttentionIsa, MatchesReference) { expect_matches_reference(GetParam()); }
 
 // Sets whether the f16 cache's dots run in bf16, for one scope.
 class Bf16Dots {
@@ -302,12 +308,9 @@ TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
     if (testutil::name_required("avx512bf16")) FAIL() << "BASALT_REQUIRE_ISA names avx512bf16, but this CPU lacks it";
     GTEST_SKIP() << "this CPU lacks AVX512_BF16: MatchesReference/avx512 ran the f32 kernels";
   }
-  const bool other = !cpu::attention_bf16_dots();
-  Bf16Dots flip(other);
-  const double worst_f16 = expect_matches_reference(Isa::avx512);
-  if (other) {
-    EXPECT_GT(worst_f16, 1e-8) << "the f16 cache's output is exact: bf16 dots did not run";
-  } else {
+  Bf16Dots flip(!cpu::attention_bf16_dots());
+  const double worst_f16 = expect_matches_reference(Isa::avx512)[0];
+  if (!cpu::attention_bf16_dots()) {
     EXPECT_LT(worst_f16, kMaxNmse);
   }
 }

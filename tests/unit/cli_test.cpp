@@ -190,6 +190,15 @@ TEST(Cli, BenchPrintsSpeedsAsJson) {
   const nlohmann::json js = nlohmann::json::parse(sq.out.substr(sq.out.rfind("\n{") + 1));
   EXPECT_EQ(js["sequences"].get<int>(), 3);
   EXPECT_GT(js["tg_tokens_per_s"].get<double>(), 0);
+  // --vs-depth0: pairs of decodes at depth 0 and at the depth, in turn, and their ratios
+  Result vs = basalt_cmd("bench " + model_arg() + " -p 0 -n 4 -d 200 -r 1 --json --vs-depth0 3");
+  ASSERT_EQ(vs.rc, 0) << vs.out;
+  const nlohmann::json jv = nlohmann::json::parse(vs.out.substr(vs.out.rfind("\n{") + 1));
+  ASSERT_EQ(jv["depth_vs_depth0_all"].size(), 3u);
+  EXPECT_GT(jv["depth_vs_depth0"].get<double>(), 0.05);  // at 200 positions decode is not 20x slower...
+  EXPECT_LT(jv["depth_vs_depth0"].get<double>(), 20.0);  // ...nor faster: a ratio, not a swap of its terms
+  EXPECT_GT(jv["tg_depth0_tokens_per_s"].get<double>(), 0);
+  EXPECT_NE(basalt_cmd("bench " + model_arg() + " -p 0 -n 4 -r 1 --vs-depth0 3").rc, 0);  // no depth: refused
 #if defined(BASALT_VULKAN)
   if (!gpu::list_gpus().empty()) {
     Result g = basalt_cmd("bench " + model_arg() + " -p 8 -n 2 -r 1 --json --gpu attn");

@@ -344,7 +344,9 @@ TEST(GpuSubmissions, ADecodeStepWaitsOnceWithTheWholeModelOnTheGpu) {
 
 // 4-bit caches with attention on the GPU: the device stores and reads its own
 // copy (rotated heads, k8v4's two block sizes), whose logits must be the CPU
-// session's within the rounding of a rare code (GLSL's division).
+// session's within the rounding of a rare code (GLSL's division), and for
+// k8v4 within the CPU's int8 queries against its q8 keys (cpu/attention.h;
+// measured 1.3e-3 where the rest is <1e-3). A wrong layout gives ~1.
 TEST(GpuQ4Cache, SessionMatchesTheCpu) {
   NEED_DEVICE(dev);
   (void)dev;
@@ -361,12 +363,13 @@ TEST(GpuQ4Cache, SessionMatchesTheCpu) {
     const float* c = cpu_s.set_context(ids);
     std::vector<float> want(c, c + V);
     const float* g = gpu_s.set_context(ids);
-    EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), 1e-3) << kv_type_name(type);
+    const double bound = type == KvType::k8v4 ? 3e-3 : 1e-3;
+    EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), bound) << kv_type_name(type);
     for (int32_t t : {5, 6}) {
       c = cpu_s.append(t);
       want.assign(c, c + V);
       g = gpu_s.append(t);
-      EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), 1e-3) << kv_type_name(type);
+      EXPECT_LE(max_rel_diff(std::vector<float>(g, g + V), want), bound) << kv_type_name(type);
     }
   }
 }

@@ -27,6 +27,7 @@ struct BenchOptions {
   bool json = false;
   bool roofline = false;  // the read bandwidth measured beside each decode repetition
   int sequences = 1;      // decoded together, as a server's running batch
+  int vs_depth0 = 0;      // pairs of decodes at depth 0 and at depth, alternating after one fill
 };
 
 struct Stat {
@@ -93,6 +94,8 @@ double batched_decode_rate(const Model& model, const BenchOptions& o, const std:
 }
 
 void bench(const BenchOptions& o) {
+  if (o.vs_depth0 > 0 && (o.depth == 0 || o.n_gen == 0 || o.sequences > 1))
+    throw Error("--vs-depth0 needs a depth (-d) and tokens to decode (-n), and one sequence");
   auto model = load_model(o.model, !o.json);
   const int64_t V = model->spec().n_vocab;
   std::mt19937 rng(1);
@@ -101,7 +104,7 @@ void bench(const BenchOptions& o) {
     for (auto& x : t) x = static_cast<int32_t>(rng() % V);
     return t;
   };
-  const int64_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen) + 1;
+  const int64_t n_ctx = std::max(o.n_prompt, o.depth + o.n_gen * (1 + o.vs_depth0)) + 1;
   const KvType kv_type = parse_kv_type(o.model.kv_type);
   // --roofline: a read of a buffer past the caches right before each decode
   // repetition, on the same threads, so each ratio compares like with like
@@ -110,6 +113,7 @@ void bench(const BenchOptions& o) {
   if (o.roofline && o.n_gen > 0) read_buf = cpu::make_read_buffer(thread_count());
   const double step_bytes = decode_step_bytes(*model, kv_type, static_cast<double>(o.depth) + (o.n_gen - 1) / 2.0);
   std::vector<double> pp, tg, fill, read_gbs, roofline;  // fill: the depth's prefill, tokens/s
+  std::vector<double> tg_depth0, tg_paired, depth_ratio;   // --vs-depth0's pairs
   std::string plan;  // the GPU placement ("" when none was asked for)
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up, not counted
     if (o.n_prompt > 0) {
@@ -136,10 +140,25 @@ void bench(const BenchOptions& o) {
       s.set_context(ctx);
       if (r >= 0 && o.depth > 0) fill.push_back(static_cast<double>(o.depth) / (now() - f0));
       const double peak = read_buf.bytes ? cpu::read_gbs(read_buf, thread_count()) : 0;
-      const double t0 = now();
-      for (int64_t i = 0; i < o.n_gen; ++i) s.append(static_cast<int32_t>(rng() % V));
-      const double rate = static_cast<double>(o.n_gen) / (now() - t0);
+      auto decode_rate = [&](Session& session) {
+        const double t0 = now();
+        for (int64_t i = 0; i < o.n_gen; ++i) session.append(static_cast<int32_t>(rng() % V));
+        return static_cast<double>(o.n_gen) / (now() - t0);
+      };
+      const double rate = decode_rate(s);
       if (r >= 0) tg.push_back(rate);
+      // --vs-depth0: decode at depth 0 (a session of its own) and at the depth
+      // in turn, so that each ratio compares two runs a second apart: on a
+      // shared machine the bandwidth drifts more between processes than that.
+      if (r >= 0 && o.vs_depth0 > 0) {
+        auto shallow_ptr = make_session(o.model, *model, o.n_gen * (o.vs_depth0 + 1) + 2, false);
+        shallow_ptr->set_context(random_tokens(1));
+        decode_rate(*shallow_ptr);  // its first tokens, not counted
+        for (int k = 0; k < o.vs_depth0; ++k) {
+          const double shallow = decode_rate(*shallow_ptr), deep = decode_rate(s);
+          tg_depth0.push_back(shallow), tg_paired.push_back(deep), depth_ratio.push_back(deep / shallow);
+        }
+      }
       // Against the CPU's bandwidth only when the CPU reads the bytes.
       if (r >= 0 && peak > 0 && plan.empty()) read_gbs.push_back(peak), roofline.push_back(100 * rate * step_bytes / 1e9 / peak);
     }
@@ -176,6 +195,12 @@ void bench(const BenchOptions& o) {
                               {"gpu_plan", plan}};
     // The prefill of the depth's context (from empty, in --ubatch chunks): long-context prefill speed.
     if (!fill.empty()) j["depth_fill_tokens_per_s"] = median(fill);
+    if (!depth_ratio.empty()) {  // medians of the pairs: decode at depth 0, at the depth, and their ratio
+      j["tg_depth0_tokens_per_s"] = median(tg_depth0);
+      j["tg_paired_tokens_per_s"] = median(tg_paired);
+      j["depth_vs_depth0"] = median(depth_ratio);
+      j["depth_vs_depth0_all"] = depth_ratio;
+    }
     if (!roofline.empty()) {
       j["decode_step_bytes"] = step_bytes;  // weights and the cache at the mean decode position
       j["read_gbs"] = median(read_gbs);
@@ -194,6 +219,11 @@ void bench(const BenchOptions& o) {
                    (o.sequences > 1 ? "x" + std::to_string(o.sequences) : "") + kv_label)
                       .c_str(),
                   g.mean, g.sd);
+    if (!depth_ratio.empty())
+      std::printf("decode at depth %lld against depth 0, %zu pairs in turn: %.0f%% (median; %.0f%%-%.0f%%), %.2f against %.2f tokens/s\n",
+                  static_cast<long long>(o.depth), depth_ratio.size(), 100 * median(depth_ratio),
+                  100 * *std::min_element(depth_ratio.begin(), depth_ratio.end()),
+                  100 * *std::max_element(depth_ratio.begin(), depth_ratio.end()), median(tg_paired), median(tg_depth0));
     if (!roofline.empty())
       std::printf("decode: %.0f%% of the read bandwidth measured beside it (median of %zu; %.1f GB/s, %.0f MB a token)\n",
                   median(roofline), roofline.size(), median(read_gbs), step_bytes / 1e6);
@@ -212,6 +242,10 @@ void register_bench(CLI::App& app) {
   sub->add_option("--sequences", o->sequences,
                   "decode this many sequences together, as basalt serve's running batch (tg counts all their tokens)")
       ->check(CLI::Range(1, 256));
+  sub->add_option("--vs-depth0", o->vs_depth0,
+                  "after the fill, K pairs of -n token decodes at depth 0 (a second session) and at -d, in turn: "
+                  "decode at depth against depth 0, robust to a machine whose bandwidth drifts")
+      ->check(CLI::Range(0, 1000));
   sub->add_flag("--json", o->json, "one JSON object per line");
   sub->add_flag("--roofline", o->roofline,
                 "measure the read bandwidth before each decode repetition (a 1 GiB buffer, BASALT_BENCH_MEM_MIB) "

@@ -83,9 +83,10 @@ int main(int argc, char** argv) {
     // tests' reference then does the same (tests/python/check_forward.py).
     const basalt::Placement placed = basalt::parse_placement(offload.gpu);
     const bool gpu_attention = exec.offloading() && (placed.attn || placed.all || placed.auto_pick);
-    if (basalt::cpu::attention_bf16_dots() && kv.type() == basalt::KvType::f16 && model->spec().head_dim % 32 == 0 &&
-        !gpu_attention)
-      std::fprintf(stderr, "attention: bf16 dots\n");
+    const basalt::cpu::AttentionDots dots =
+        basalt::cpu::attention_dots(basalt::selected_isa(), kv.type(), model->spec().head_dim);
+    if (dots == basalt::cpu::AttentionDots::bf16 && !gpu_attention) std::fprintf(stderr, "attention: bf16 dots\n");
+    if (dots == basalt::cpu::AttentionDots::int8_query && !gpu_attention) std::fprintf(stderr, "attention: int8 queries\n");
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
