@@ -78,7 +78,9 @@ void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only whe
 // (not for a lone query row per KV head, a decode without GQA: there laying
 // out the keys for vpdpbusd costs more than it saves, and scores stay f32).
 // The forward tests' reference repeats it (tools/dump_logits says which).
-enum class AttentionDots { f32, bf16, int8_query };
+// int8_query_bf16_p: that, and on the bf16 builds q8 values through bf16 P V:
+// the softmax weights times the values' scales rounded to bf16 (the codes are exact).
+enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p };
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
 
 namespace kernels {

@@ -142,6 +142,7 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
         raise RuntimeError(f"{out}: {data.size} floats, expected {len(tokens)} tokens x "
                            f"{n_vocab} vocab = {want}")
     dots = ("bf16" if "attention: bf16 dots" in res.stderr else
+            "int8_query_bf16_p" if "attention: int8 queries, bf16 weights" in res.stderr else
             "int8_query" if "attention: int8 queries" in res.stderr else "f32")
     return data.reshape(len(tokens), n_vocab), dots
 

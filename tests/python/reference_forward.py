@@ -186,6 +186,16 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, freqs: np.ndarray, mscale: 
     return out
 
 
+def q8_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """basalt's q8 cache of x [n_tok, n_kv, hd]: int8 codes (as float64) and
+    the scale of each (token, head), max|x| / 127 (float32, as float64)."""
+    x32 = x.astype(np.float32)
+    amax = np.abs(x32).max(axis=-1, keepdims=True)
+    inv = np.float32(127) / np.where(amax > 0, amax, np.float32(1))
+    q = np.rint(x32 * np.where(amax > 0, inv, np.float32(0)))
+    return q.astype(np.float64), (amax / np.float32(127)).astype(np.float64)
+
+
 def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
     """What the engine's KV cache holds of x [n_tok, n_kv, hd]. f16: x (its
     rounding error is far inside every bound); q8 (basalt --kv-type q8): per
@@ -193,11 +203,8 @@ def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
     nearest even, as core/graph/kv_cache.cpp's quantize_kv_q8."""
     if kv_type != "q8":
         return x
-    x32 = x.astype(np.float32)
-    amax = np.abs(x32).max(axis=-1, keepdims=True)
-    inv = np.float32(127) / np.where(amax > 0, amax, np.float32(1))
-    q = np.rint(x32 * np.where(amax > 0, inv, np.float32(0)))
-    return (q * (amax / np.float32(127))).astype(x.dtype)
+    q, scale = q8_codes(x)
+    return (q.astype(np.float32) * scale.astype(np.float32)).astype(x.dtype)
 
 
 def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
@@ -223,6 +230,7 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
     k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
+    v_codes, v_scale = q8_codes(v)                                 # int8_query_bf16_p's P V
     v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
@@ -233,7 +241,7 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     if bf16_dots:  # the engine's f16 cache through bf16 dot products (cpu/attention.h): what it rounds
         q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
         k, v = to_bf16(k.astype(np.float16)), to_bf16(v.astype(np.float16))
-    if dots == "int8_query" and hd % 4 == 0:  # q8 keys' int8 dots: the scaled query per head in int8
+    if dots.startswith("int8_query") and hd % 4 == 0:  # q8 keys' int8 dots: the scaled query per head in int8
         qs = (q / np.sqrt(scale_dim)).astype(np.float32)
         amax = np.abs(qs).max(axis=-1, keepdims=True)
         inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, np.float32(1)), np.float32(0))
@@ -245,6 +253,13 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         outside[:, :m.sinks] = False                               # but the attention sinks
         masked |= outside
     scores[:, masked] = -np.inf
+    if dots == "int8_query_bf16_p" and kv_type == "q8" and hd % 32 == 0:
+        # the weights exp(s - max) times each value's scale in bf16, on the codes, over the unrounded sum
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        vs = np.repeat(v_scale[..., 0], group, axis=1).T[:, None, :]  # [n_head, 1, n_tok]
+        w = to_bf16(e * vs) / e.sum(axis=-1, keepdims=True)
+        out = np.einsum("hqk,khd->qhd", w, np.repeat(v_codes, group, axis=1)).reshape(n_tok, m.n_head * hd)
+        return out @ m.get(p + "attn_output.weight").T
     if bf16_dots:  # P V takes the weights exp(s - max) in bf16, divided by their unrounded sum
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         w = to_bf16(e) / e.sum(axis=-1, keepdims=True)

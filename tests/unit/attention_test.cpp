@@ -221,7 +221,8 @@ double bound_of(const Case& c, KvType type, Isa isa) {
   const bool sharp = c.q_scale > 1;
   switch (cpu::attention_dots(isa, type, c.head_dim)) {
     case cpu::AttentionDots::bf16: return sharp ? kMaxNmseBf16Sharp : kMaxNmseBf16;
-    case cpu::AttentionDots::int8_query: return sharp ? kMaxNmseInt8QuerySharp : kMaxNmseInt8Query;
+    case cpu::AttentionDots::int8_query:
+    case cpu::AttentionDots::int8_query_bf16_p: return sharp ? kMaxNmseInt8QuerySharp : kMaxNmseInt8Query;
     case cpu::AttentionDots::f32: break;
   }
   return kMaxNmse;
@@ -251,9 +252,10 @@ std::vector<double> expect_matches_reference(Isa isa) {
     worst_of.push_back(worst);
     const cpu::AttentionDots dots = cpu::attention_dots(isa, type, 64);
     std::printf("[ info ] %s%s, kv %s: worst NMSE against the reference: %.3g\n", isa_name(isa),
-                dots == cpu::AttentionDots::bf16         ? " (bf16 dots)"
-                : dots == cpu::AttentionDots::int8_query ? " (int8 dots)"
-                                                         : "",
+                dots == cpu::AttentionDots::bf16                ? " (bf16 dots)"
+                : dots == cpu::AttentionDots::int8_query        ? " (int8 dots)"
+                : dots == cpu::AttentionDots::int8_query_bf16_p ? " (int8 dots, bf16 P V)"
+                                                                : "",
                 kv_type_name(type), worst);
     if (dots != cpu::AttentionDots::f32) {
       EXPECT_GT(worst, 1e-8) << kv_type_name(type) << ": exact, so its dots did not round";

@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
         basalt::cpu::attention_dots(basalt::selected_isa(), kv.type(), model->spec().head_dim);
     if (dots == basalt::cpu::AttentionDots::bf16 && !gpu_attention) std::fprintf(stderr, "attention: bf16 dots\n");
     if (dots == basalt::cpu::AttentionDots::int8_query && !gpu_attention) std::fprintf(stderr, "attention: int8 queries\n");
+    if (dots == basalt::cpu::AttentionDots::int8_query_bf16_p && !gpu_attention)
+      std::fprintf(stderr, "attention: int8 queries, bf16 weights\n");
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
