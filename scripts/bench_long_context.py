@@ -11,7 +11,9 @@ Each point is one process per engine, the engines in turn: it fills D random
 tokens of context (prefill from empty, in 512-token chunks: tokens/s), decodes
 N tokens after them (tokens/s), and the process's peak resident memory comes
 from its rusage. The KV bytes are basalt's cache for D + N positions (its
-rings included: `basalt bench`'s kv_bytes). Depth 0 is the baseline the "vs d0" column divides by.
+rings included: `basalt bench`'s kv_bytes). Depth 0 is the baseline the "vs d0" column divides by;
+basalt's "paired vs d0" is the median ratio of --pairs decodes at depth 0 and at the depth in turn
+in its process, which a machine whose bandwidth drifts between processes does not skew.
 
 Writes DIR/long_context.jsonl (one line a point), DIR/long_context.md (the
 table) and DIR/long_context.png (decode speed and peak RSS against context).
@@ -69,10 +71,12 @@ def run_child(cmd: list[str]) -> tuple[str, int]:
 def basalt_point(args, model: str, depth: int, kv: str) -> dict:
     cmd = [str(ROOT / "build/bin/basalt"), "bench", "-m", model, "-p", "0", "-n", str(args.n), "-d", str(depth),
            "-t", str(args.t), "-r", "1", "--kv-type", kv, "--json"]
+    if depth > 0 and args.pairs > 0:  # decode at depth against depth 0 in one process (basalt bench --vs-depth0)
+        cmd += ["--vs-depth0", str(args.pairs)]
     out, rss = run_child(cmd)
     j = json.loads(out.strip().splitlines()[-1])
     return {"fill": j.get("depth_fill_tokens_per_s"), "tg": j["tg_tokens_per_s"], "rss": rss,
-            "weight_bytes": j["weight_bytes"], "kv_bytes": j["kv_bytes"]}
+            "weight_bytes": j["weight_bytes"], "kv_bytes": j["kv_bytes"], "paired": j.get("depth_vs_depth0")}
 
 
 def llama_point(args, model: str, depth: int, kv: str) -> dict:
@@ -86,14 +90,16 @@ def fmt(x, spec: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | engine | KV | context | prefill t/s | decode t/s | decode vs d0 | peak RSS MB | "
-             "KV MB | RSS - weights - KV, MB |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | engine | KV | context | prefill t/s | decode t/s | decode vs d0 | paired vs d0 | peak RSS MB | "
+             "KV MB | RSS - weights - KV, MB |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     base = {(r["model"], r["engine"], r["kv"]): r["tg"] for r in rows if r["depth"] == 0}
     for r in rows:
         d0 = base.get((r["model"], r["engine"], r["kv"]))
         rest = (r["rss"] - r["weight_bytes"] - r["kv_bytes"]) / 1e6 if r.get("weight_bytes") else None
         lines.append(f"| {r['model']} | {r['engine']} | {r['kv']} | {r['depth']} | {fmt(r['fill'], '.0f')} | "
-                     f"{r['tg']:.1f} | {fmt(r['tg'] / d0 if d0 else None, '.0%')} | {r['rss'] / 1e6:.0f} | "
+                     f"{r['tg']:.1f} | {fmt(r['tg'] / d0 if d0 else None, '.0%')} | {fmt(r.get('paired'), '.0%')} | "
+                     f"{r['rss'] / 1e6:.0f} | "
                      f"{fmt(r.get('kv_bytes', 0) / 1e6 if r.get('kv_bytes') else None, '.0f')} | {fmt(rest, '.0f')} |")
     return "\n".join(lines) + "\n"
 
@@ -126,6 +132,9 @@ def main() -> int:
     ap.add_argument("--kv", default="f16,q8", help="KV cache types, comma-separated: f16, q8")
     ap.add_argument("-n", type=int, default=32, help="tokens to decode at each depth")
     ap.add_argument("-t", type=int, default=2, help="threads")
+    ap.add_argument("--pairs", type=int, default=4,
+                    help="basalt: after each fill, this many decodes at depth 0 and at the depth in turn, "
+                         "their median ratio the 'paired vs d0' column (0: none)")
     ap.add_argument("--no-llama", action="store_true", help="basalt alone")
     ap.add_argument("--out", default=str(ROOT / "build/long_context"))
     args = ap.parse_args()
