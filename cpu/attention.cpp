@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
-#include <cstdint>
 #include <vector>
 
 #include "cpu/attention.h"
@@ -97,10 +97,8 @@ void merge(const Work& w, const Merge& mg, int64_t group, int64_t hd, int64_t qd
   }
 }
 
-}  // namespace
+std::atomic<int> g_bf16_dots{-1};  // set_attention_bf16_dots; -1: from the CPU and BASALT_ATTENTION_BF16
 
-namespace {
-std::atomic<int> g_bf16_dots{-1};  // -1: from BASALT_ATTENTION_BF16
 }  // namespace
 
 bool attention_bf16_dots() {

@@ -48,6 +48,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -141,10 +142,8 @@ def run_engine(binary: str, model: str, tokens: list[int], out: Path,
     if data.size != want:
         raise RuntimeError(f"{out}: {data.size} floats, expected {len(tokens)} tokens x "
                            f"{n_vocab} vocab = {want}")
-    dots = ("bf16" if "attention: bf16 dots" in res.stderr else
-            "int8_query_bf16_p" if "attention: int8 queries, bf16 weights" in res.stderr else
-            "int8_query" if "attention: int8 queries" in res.stderr else "f32")
-    return data.reshape(len(tokens), n_vocab), dots
+    dots = re.search(r"^attention dots: (\w+)$", res.stderr, re.M)
+    return data.reshape(len(tokens), n_vocab), dots.group(1) if dots else "f32"
 
 
 def ambiguous_positions(trace: dict, n_tok: int, nmse_max: float) -> np.ndarray:

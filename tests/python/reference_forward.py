@@ -230,7 +230,7 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
     k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
-    v_codes, v_scale = q8_codes(v)                                 # int8_query_bf16_p's P V
+    v_cached = v
     v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
@@ -255,12 +255,11 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     scores[:, masked] = -np.inf
     if dots == "int8_query_bf16_p" and kv_type == "q8" and hd % 32 == 0:
         # the weights exp(s - max) times each value's scale in bf16, on the codes, over the unrounded sum
+        codes, scale = q8_codes(v_cached)
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        vs = np.repeat(v_scale[..., 0], group, axis=1).T[:, None, :]  # [n_head, 1, n_tok]
-        w = to_bf16(e * vs) / e.sum(axis=-1, keepdims=True)
-        out = np.einsum("hqk,khd->qhd", w, np.repeat(v_codes, group, axis=1)).reshape(n_tok, m.n_head * hd)
-        return out @ m.get(p + "attn_output.weight").T
-    if bf16_dots:  # P V takes the weights exp(s - max) in bf16, divided by their unrounded sum
+        w = to_bf16(e * np.repeat(scale[..., 0], group, axis=1).T[:, None, :]) / e.sum(axis=-1, keepdims=True)
+        v = np.repeat(codes, group, axis=1)
+    elif bf16_dots:  # P V takes the weights exp(s - max) in bf16, divided by their unrounded sum
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         w = to_bf16(e) / e.sum(axis=-1, keepdims=True)
     else:

@@ -79,16 +79,19 @@ int main(int argc, char** argv) {
     if (const char* m = std::getenv("BASALT_GPU_MEMORY_MIB")) offload.memory_mib = std::atoll(m);
     basalt::Executor exec(*model, kv, kv.run_tokens(), offload);
     if (!exec.offload_plan().empty()) std::fprintf(stderr, "%s\n", exec.offload_plan().c_str());
-    // The CPU's attention rounds to bf16 there (cpu/attention.h): the forward
-    // tests' reference then does the same (tests/python/check_forward.py).
+    // What the CPU's attention kernels round (cpu/attention.h), by the name the
+    // forward tests' reference takes (tests/python/check_forward.py).
     const basalt::Placement placed = basalt::parse_placement(offload.gpu);
     const bool gpu_attention = exec.offloading() && (placed.attn || placed.all || placed.auto_pick);
-    const basalt::cpu::AttentionDots dots =
-        basalt::cpu::attention_dots(basalt::selected_isa(), kv.type(), model->spec().head_dim);
-    if (dots == basalt::cpu::AttentionDots::bf16 && !gpu_attention) std::fprintf(stderr, "attention: bf16 dots\n");
-    if (dots == basalt::cpu::AttentionDots::int8_query && !gpu_attention) std::fprintf(stderr, "attention: int8 queries\n");
-    if (dots == basalt::cpu::AttentionDots::int8_query_bf16_p && !gpu_attention)
-      std::fprintf(stderr, "attention: int8 queries, bf16 weights\n");
+    if (!gpu_attention) {
+      using basalt::cpu::AttentionDots;
+      switch (basalt::cpu::attention_dots(basalt::selected_isa(), kv.type(), model->spec().head_dim)) {
+        case AttentionDots::bf16: std::fprintf(stderr, "attention dots: bf16\n"); break;
+        case AttentionDots::int8_query: std::fprintf(stderr, "attention dots: int8_query\n"); break;
+        case AttentionDots::int8_query_bf16_p: std::fprintf(stderr, "attention dots: int8_query_bf16_p\n"); break;
+        case AttentionDots::f32: break;
+      }
+    }
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
