@@ -71,8 +71,10 @@ KvCache& filled_cache(const ModelSpec& spec, Isa isa, KvType type, int64_t depth
 void evict(const KvCache& kv, int64_t positions) {
 #if defined(__x86_64__)
   for (int64_t p = 0; p < positions; p += KvCache::kBlock)
-    for (const uint8_t* block : {kv.key_block(0, 0, p), kv.value_block(0, 0, p)})
-      for (int64_t i = 0; i < kv.block_bytes(); i += 64) _mm_clflush(block + i);
+    for (int side = 0; side < 2; ++side) {  // keys' and values' blocks differ in size (q4, k8v4)
+      const uint8_t* block = side == 0 ? kv.key_block(0, 0, p) : kv.value_block(0, 0, p);
+      for (int64_t i = 0; i < kv.block_bytes(side); i += 64) _mm_clflush(block + i);
+    }
   _mm_mfence();
 #else
   (void)kv, (void)positions;

@@ -250,8 +250,8 @@ void attention(const float* q, const float* k, const float* v, float* out, const
     for (const Merge& m : w.merges) merge(w, m, group, hd, qd, out);
     return;
   }
-  if (kv_side_type(type, 0) == KvType::q4) {  // positions j and j + 32 share their keys' bytes: one thread stores them all
-    for (int64_t t = 0; t < n; ++t) store(t);
+  if (kv_side_type(type, 0) == KvType::q4) {  // a key group's positions are rounded together: one thread stores them all
+    kv.store_batch(layer, batch.seq.data(), batch.pos.data(), n, k, v);
   } else {
     parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) store(t);

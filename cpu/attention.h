@@ -29,7 +29,8 @@ struct AttentionTile {
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
   //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
   // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values); f16: ks = vs = nullptr.
-  // q4 (kv_cache.h): nibbles, k and v at KV head 0's bytes, ks and vs at its f16 scales [head_dim / 32][kCacheBlock].
+  // q4 (kv_cache.h): nibbles, k and v at KV head 0's bytes, ks at its keys' f16 steps [2][head_dim] and
+  // minimums [2][head_dim] (per 32 positions), vs at its values' f16 scales [head_dim / 32][kCacheBlock].
   KvType key_type, value_type;  // f16, q8 or q4 each
   const uint8_t* k;
   const uint8_t* v;

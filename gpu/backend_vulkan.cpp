@@ -97,12 +97,16 @@ class VulkanBackend final : public Backend {
           for (int64_t l = 0; l < layers; ++l) {
             keys_.push_back(std::make_unique<gpu::Buffer>(*dev_, layer_bytes(l, 0), gpu::Memory::device, "keys of layer " + std::to_string(l)));
             values_.push_back(std::make_unique<gpu::Buffer>(*dev_, layer_bytes(l, 1), gpu::Memory::device, "values of layer " + std::to_string(l)));
+            if (kv_side_type(kv.type(), 0) == KvType::q4)
+              key_stages_.push_back(std::make_unique<gpu::Buffer>(*dev_, gpu::kv_stage_bytes(kv.n_seq(), spec.kv_dim()),
+                                                                  gpu::Memory::device, "key stage of layer " + std::to_string(l)));
           }
           used += total;
         } catch (const gpu::GpuError& e) {
           if (!e.out_of_memory()) throw;
           keys_.clear();
           values_.clear();
+          key_stages_.clear();
         }
       }
     }
@@ -276,9 +280,8 @@ class VulkanBackend final : public Backend {
   // Submits the stream and waits; then the CPU cache gets the keys and values that came back.
   void flush(RunContext* ctx) {
     if (stream_ && !stream_->empty()) stream_->finish();
-    const int64_t kvd = spec_.kv_dim();
     for (PendingKv& p : pending_kv_)
-      for (size_t t = 0; t < p.seq.size(); ++t) p.kv->store(p.layer, p.seq[t], p.pos[t], &p.k[t * kvd], &p.v[t * kvd]);
+      p.kv->store_batch(p.layer, p.seq.data(), p.pos.data(), static_cast<int64_t>(p.seq.size()), p.k.data(), p.v.data());
     pending_kv_.clear();
   }
 
@@ -367,6 +370,10 @@ class VulkanBackend final : public Backend {
     gpu::Stream& s = stream();
     ensure(pos_, n * 4, "positions", &ctx);
     s.upload(*pos_, b.pos.data(), n * 4);
+    if (!key_stages_.empty()) {
+      ensure(seq_, n * 4, "sequences", &ctx);
+      s.upload(*seq_, b.seq.data(), n * 4);
+    }
     for (int kind = 0; kind < kinds; ++kind) {
       // The first layer of this kind stands for all of them: their tables are the
       // same. A kind may have none (Mistral-style: every layer windowed, hence ringed).
@@ -424,7 +431,20 @@ class VulkanBackend final : public Backend {
     const KvType type = ctx.kv->type();
     gpu::Stream& s = stream();
     const int kind = ctx.kv->ringed(n.layer) ? 1 : 0;
-    gpu::kv_store(*dev_, s, {&k, &v, pos_.get(), base_buf_[kind].get(), &kc, &vc, rows, kvd, spec_.head_dim, type});
+    gpu::KvStoreOp store{&k, &v, pos_.get(), base_buf_[kind].get(), &kc, &vc, rows, kvd, spec_.head_dim, type};
+    if (!key_stages_.empty()) {  // q4 keys: each sequence's group so far, where the stage lacks it (as the CPU's store does)
+      store.stage = key_stages_[static_cast<size_t>(n.layer)].get();
+      store.seq = seq_.get();
+      std::vector<float> group;
+      for (int64_t t = 0; t < rows; ++t) {
+        if (t > 0 && b.seq[t] == b.seq[t - 1]) continue;
+        if (ctx.kv->key_stage_holds(n.layer, b.seq[t], b.pos[t])) continue;
+        group.resize(static_cast<size_t>(kvd * KvCache::kKeyGroup));
+        ctx.kv->key_group(n.layer, b.seq[t], b.pos[t], group.data());
+        s.upload(*store.stage, group.data(), group.size() * 4, static_cast<size_t>(b.seq[t]) * group.size() * 4);
+      }
+    }
+    gpu::kv_store(*dev_, s, store);
     // The same rows for the CPU's cache, stored when they come back (flush).
     PendingKv& p = pending_kv_.emplace_back();
     p.kv = ctx.kv;
@@ -436,8 +456,6 @@ class VulkanBackend final : public Backend {
     s.download(k, p.k.data(), p.k.size() * 4);
     s.download(v, p.v.data(), p.v.size() * 4);
     const gpu::Buffer& partial = ensure(partial_, gpu::attention_partial_bytes(spec_.head_dim), "attention partials", &ctx);
-    // A q4 side is stored rotated (kv_rotation.h): rotate the queries for its keys (q is read only here).
-    if (kv_side_type(type, 0) == KvType::q4) gpu::kv_rotate_rows(*dev_, s, q, 0, qd, rows, spec_.n_head, spec_.head_dim);
     for (int64_t t0 = 0; t0 < rows;) {  // runs of one sequence's tokens
       int64_t t1 = t0 + 1, max_pos = b.pos[t0];
       for (; t1 < rows && b.seq[t1] == b.seq[t0]; ++t1) max_pos = std::max<int64_t>(max_pos, b.pos[t1]);
@@ -450,7 +468,7 @@ class VulkanBackend final : public Backend {
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }
-    // ... and the output back for its values.
+    // q4 values are stored rotated (kv_rotation.h): the output rotated back.
     if (kv_side_type(type, 1) == KvType::q4) gpu::kv_rotate_rows(*dev_, s, o, 0, qd, rows, spec_.n_head, spec_.head_dim);
     written(n.out);
   }
@@ -501,6 +519,7 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const Weight*, gpu::GpuMatrix> matrices_;
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
+  std::vector<std::unique_ptr<gpu::Buffer>> key_stages_;     // per layer, q4 keys: the groups being written (gpu::KvStoreOp)
   std::vector<std::pair<int32_t, int32_t>> kv_copies_;         // (src, dst) blocks, for the next batch
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device
@@ -508,7 +527,7 @@ class VulkanBackend final : public Backend {
   std::vector<DeviceTensor> tensors_;
   std::vector<PendingKv> pending_kv_;
   bool batch_uploaded_ = false;
-  std::unique_ptr<gpu::Buffer> pos_, base_buf_[2], block_tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
+  std::unique_ptr<gpu::Buffer> pos_, seq_, base_buf_[2], block_tables_buf_, partial_, router_logits_, route_, expert_gate_, expert_up_,
       expert_y_;
   struct RopeTable {
     float theta, scale;

@@ -88,7 +88,7 @@ void moe_combine(Device& device, Stream& stream, const Buffer& ye, const Buffer&
 
 // Attention of n_tok query rows of one sequence against its cached keys and
 // values (any KvType, the CPU cache's block layout: core/graph/kv_cache.h; q4
-// sides read rotated: the caller rotates the queries and the output, kv_rotate_rows): token
+// values read rotated: the caller rotates the output back, kv_rotate_rows): token
 // t sees positions up to pos[t] (and, with a window, only the last window).
 struct AttentionOp {
   const Buffer* q;  // [n_tok][ldq] floats from q_offset: n_head x head_dim each
@@ -123,11 +123,18 @@ struct KvStoreOp {
   const Buffer *k, *v, *pos, *base, *k_cache, *v_cache;
   int64_t n_tok = 0, kv_dim = 0, head_dim = 0;
   KvType kv_type = KvType::f16;
+  // q4 keys: the layer's stage (KvCache's, floats [seq][kv_dim][32]: each
+  // sequence's key group being written, its positions before the batch's put
+  // there by the host where the stage does not hold them: key_stage_holds)
+  // and each token's sequence (int32).
+  const Buffer *stage = nullptr, *seq = nullptr;
 };
+// Bytes of a layer's q4 key stage for n_seq sequences.
+size_t kv_stage_bytes(int64_t n_seq, int64_t kv_dim);
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
 // Rotates n_rows rows of n_heads heads (floats, rows ld apart from offset) in
-// place as a q4 cache rotates its heads (kv_rotate): the queries before
-// attention reads q4 keys, its output after it read q4 values.
+// place as a q4 cache rotates its values' heads (kv_rotate): attention's
+// output after it read q4 values.
 void kv_rotate_rows(Device& device, Stream& stream, const Buffer& x, int64_t offset, int64_t ld, int64_t n_rows,
                     int64_t n_heads, int64_t head_dim);
 

@@ -15,9 +15,10 @@
 // are cut into that many ranges (workgroups z: split-K, so a decode step
 // fills the GPU); each writes its (max, sum, unnormalized o) per row to
 // part[] and attention_merge.comp combines them. Defines: HEADS (HG), TOKENS
-// (TQ); Q8 (int8 cache); Q4 (4-bit codes with an f16 scale per (position, 32
-// dimensions), kv_cache.h's nibble layout; the host rotated the queries and
-// un-rotates the output, kv_rotation.h); K8V4 (q8 keys, q4 values; the
+// (TQ); Q8 (int8 cache); Q4 (4-bit codes in kv_cache.h's nibble layout: keys
+// with an f16 step and minimum per (dim, 32 positions), values with an f16
+// scale per (position, 32 dimensions), rotated: the host un-rotates the
+// output, kv_rotation.h); K8V4 (q8 keys, q4 values; the
 // values' blocks have their own size); WORDS16 (f16 cache read as 32-bit words: devices
 // without 16-bit storage); SUBGROUP: the block's maxima and sums by subgroup operations
 // (group_reduce.glsl).
@@ -143,18 +144,14 @@ void main() {
     float vscale = 1.0;
     if (key <= hi) {
 #ifdef Q4
-      // Row (kvh, d) is 32 bytes, byte j % 32 holding key j (low nibble below 32); a scale per 32 dimensions.
-      for (uint g = 0; g < hd / 32; ++g) {
-        float sg[ROWS];
-        for (uint r = 0; r < ROWS; ++r) sg[r] = 0.0;
-        for (uint d = g * 32; d < g * 32 + 32; ++d) {
-          const uint byte = blk_bytes + (kvh * hd + d) * 32 + j % 32;
-          const float kd = float(int(bitfieldExtract(k[byte / 4], int(byte % 4) * 8 + int(j / 32) * 4, 4)) - 8);
-          for (uint r = 0; r < ROWS; ++r) sg[r] += qs[r][d] * kd;
-        }
-        const uint sb = blk_bytes + p.scales + ((kvh * (hd / 32) + g) * BLOCK + j) * 2;
-        const float kscale = half_at(k[sb / 4], sb);
-        for (uint r = 0; r < ROWS; ++r) s[r] += sg[r] * kscale;
+      // Row (kvh, d) is 32 bytes, byte j % 32 holding key j (low nibble below 32); then per KV head
+      // f16 steps [group of 32 keys][hd] and minimums [group][hd].
+      const uint sb = blk_bytes + p.scales + (kvh * 4 + j / 32) * hd * 2;
+      for (uint d = 0; d < hd; ++d) {
+        const uint byte = blk_bytes + (kvh * hd + d) * 32 + j % 32, at = sb + d * 2;
+        const float kstep = half_at(k[at / 4], at), kmin = half_at(k[(at + hd * 4) / 4], at);
+        const float kd = kmin + kstep * float(bitfieldExtract(k[byte / 4], int(byte % 4) * 8 + int(j / 32) * 4, 4));
+        for (uint r = 0; r < ROWS; ++r) s[r] += qs[r][d] * kd;
       }
 #else
       const uint kb = blk + kvh * hd * BLOCK + j;

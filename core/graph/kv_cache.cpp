@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/graph/kv_rotation.h"
@@ -53,6 +54,29 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   return d;
 }
 
+namespace {
+// A q4 key's code from its group's f16 step and minimum (quantize_kv_q4_keys).
+struct KeyRounding {
+  float minimum, inverse_step;
+  KeyRounding(uint16_t step, uint16_t min) : minimum(f16_to_f32(min)) {
+    const float d = f16_to_f32(step);
+    inverse_step = d > 0 && std::isfinite(d) ? 1 / d : 0;
+  }
+  uint8_t code(float x) const {  // clamped: a NaN or an infinity must not reach the int conversion
+    return static_cast<uint8_t>(std::fmin(15.0f, std::fmax(0.0f, std::floor((x - minimum) * inverse_step + 0.5f))));
+  }
+};
+}  // namespace
+
+uint32_t quantize_kv_q4_keys(const float* x, int64_t n, uint8_t* code) {
+  float lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) lo = std::fmin(lo, x[i]), hi = std::fmax(hi, x[i]);
+  const uint16_t step = f32_to_f16((hi - lo) / 15), minimum = f32_to_f16(lo);
+  const KeyRounding rounding(step, minimum);
+  for (int64_t i = 0; i < n; ++i) code[i] = rounding.code(x[i]);
+  return step | static_cast<uint32_t>(minimum) << 16;
+}
+
 uint16_t quantize_kv_q4(const float* x, uint8_t code[32]) {
   float amax = 0, m = 0;
   for (int i = 0; i < 32; ++i)
@@ -97,6 +121,12 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
     layer_at_.push_back(rings && spec.layer_windowed(l) ? ring_layers_++ : pool_layers_++);
   }
   data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
+  if (kv_side_type(type, 0) == KvType::q4) {
+    const auto stages = static_cast<size_t>(n_layer_ * n_seq);
+    stages_.resize(stages);
+    stage_.resize(stages * static_cast<size_t>(kv_dim_ * kKeyGroup));
+    stage_range_.resize(stages * static_cast<size_t>(kv_dim_ * 2));
+  }
   tables_.resize(static_cast<size_t>(n_seq));
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -128,7 +158,8 @@ int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_t
   const KvType type = kv_side_type(cache_type, kv);
   const int64_t elements = n_head_kv * head_dim * kBlock;
   if (type == KvType::q8) return elements + n_head_kv * kBlock * 4;
-  if (type == KvType::q4) return elements / 2 + (elements / 32) * 2;  // codes, and an f16 scale per 32
+  if (type == KvType::q4)  // codes; keys: a step and minimum per (head, dim, group), values: an f16 scale per 32
+    return elements / 2 + (kv == 0 ? n_head_kv * head_dim * (kBlock / kKeyGroup) * 4 : elements / 32 * 2);
   return elements * 2;
 }
 
@@ -161,6 +192,7 @@ void KvCache::release(int seq) {
   std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
   for (int32_t b : t) unref(b);
   t.clear();
+  for (int64_t l = 0; l < n_layer_ && !stages_.empty(); ++l) stages_[static_cast<size_t>(l * n_seq_ + seq)] = {};
 }
 
 void KvCache::ref(int32_t block) {
@@ -184,6 +216,8 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
       uint8_t* base = const_cast<uint8_t*>(pool(kv, l));
       std::memcpy(base + dst * block_bytes(kv), base + src * block_bytes(kv), static_cast<size_t>(block_bytes(kv)));
     }
+  for (KeyStage& st : stages_)  // dst's positions are the copy's now
+    if (st.block == dst) st = {};
 }
 
 const uint8_t* KvCache::pool(int kv, int64_t layer) const {
@@ -202,38 +236,120 @@ const uint8_t* KvCache::block_of(int kv, int64_t layer, int seq, int64_t pos) co
 }
 
 void KvCache::store(int64_t layer, int seq, int64_t pos, const float* key, const float* value) {
-  const int64_t j = pos % kBlock;
-  for (int kv = 0; kv < 2; ++kv) {
-    const float* x = kv == 0 ? key : value;
-    uint8_t* block = const_cast<uint8_t*>(block_of(kv, layer, seq, pos));
-    const KvType type = kv_side_type(type_, kv);
-    for (int64_t h = 0; h < n_head_kv_; ++h) {
-      const float* xh = x + h * head_dim_;
-      if (type == KvType::f16) {
-        uint16_t* e = reinterpret_cast<uint16_t*>(block);
-        for (int64_t d = 0; d < head_dim_; ++d) e[index(kv, h, d, j)] = f32_to_f16(xh[d]);
-        continue;
-      }
-      if (type == KvType::q4) {
-        float rotated[kMaxQ4HeadDim];
-        std::memcpy(rotated, xh, static_cast<size_t>(head_dim_) * 4);
-        kv_rotate(rotated, head_dim_);
-        for (int64_t d0 = 0; d0 < head_dim_; d0 += 32) {
-          uint8_t code[32];
-          const uint16_t scale = quantize_kv_q4(rotated + d0, code);
-          std::memcpy(block + q4_scale_at(kv, h, d0, j), &scale, 2);
-          for (int64_t d = d0; d < d0 + 32; ++d) {
-            uint8_t& byte = block[q4_byte(kv, h, d, j)];
-            const int shift = q4_shift(kv, d, j);
-            byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | code[d - d0] << shift);
-          }
-        }
-        continue;
-      }
-      int8_t* e = reinterpret_cast<int8_t*>(block) + index(kv, h, 0, j);
-      const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
-      std::memcpy(block + head_scales_offset(kv, h) + j * 4, &scale, 4);
+  const auto p = static_cast<int32_t>(pos);
+  store_batch(layer, &seq, &p, 1, key, value);
+}
+
+void KvCache::store_batch(int64_t layer, const int32_t* seq, const int32_t* pos, int64_t n, const float* keys,
+                          const float* values) {
+  const bool q4_keys = kv_side_type(type_, 0) == KvType::q4;
+  for (int64_t t0 = 0; t0 < n;) {
+    int64_t t1 = t0 + 1;  // a run of one sequence's consecutive positions
+    while (t1 < n && seq[t1] == seq[t0] && pos[t1] == pos[t1 - 1] + 1) ++t1;
+    if (q4_keys) store_q4_keys(layer, seq[t0], pos[t0], t1 - t0, keys + t0 * kv_dim_);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (!q4_keys) store_side(0, layer, seq[t], pos[t], keys + t * kv_dim_);
+      store_side(1, layer, seq[t], pos[t], values + t * kv_dim_);
     }
+    t0 = t1;
+  }
+}
+
+void KvCache::store_side(int kv, int64_t layer, int seq, int64_t pos, const float* x) {
+  const int64_t j = pos % kBlock;
+  uint8_t* block = const_cast<uint8_t*>(block_of(kv, layer, seq, pos));
+  const KvType type = kv_side_type(type_, kv);
+  for (int64_t h = 0; h < n_head_kv_; ++h) {
+    const float* xh = x + h * head_dim_;
+    if (type == KvType::f16) {
+      uint16_t* e = reinterpret_cast<uint16_t*>(block);
+      for (int64_t d = 0; d < head_dim_; ++d) e[index(kv, h, d, j)] = f32_to_f16(xh[d]);
+      continue;
+    }
+    if (type == KvType::q4) {  // values: rotated, then q4_0 per 32 dimensions
+      float rotated[kMaxQ4HeadDim];
+      std::memcpy(rotated, xh, static_cast<size_t>(head_dim_) * 4);
+      kv_rotate(rotated, head_dim_);
+      for (int64_t d0 = 0; d0 < head_dim_; d0 += 32) {
+        uint8_t code[32];
+        const uint16_t scale = quantize_kv_q4(rotated + d0, code);
+        std::memcpy(block + q4_scale_at(kv, h, d0, j), &scale, 2);
+        for (int64_t d = d0; d < d0 + 32; ++d) {
+          uint8_t& byte = block[q4_byte(kv, h, d, j)];
+          const int shift = q4_shift(kv, d, j);
+          byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | code[d - d0] << shift);
+        }
+      }
+      continue;
+    }
+    int8_t* e = reinterpret_cast<int8_t*>(block) + index(kv, h, 0, j);
+    const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
+    std::memcpy(block + head_scales_offset(kv, h) + j * 4, &scale, 4);
+  }
+}
+
+bool KvCache::key_stage_holds(int64_t layer, int seq, int64_t pos) const {
+  if (stages_.empty()) return true;
+  const KeyStage& st = stages_.at(static_cast<size_t>(layer * n_seq_ + seq));
+  const int64_t group = pos - pos % kKeyGroup;
+  return pos == group || (st.group == group && st.end >= pos && st.block == blocks(layer, seq)[pos / kBlock]);
+}
+
+void KvCache::key_group(int64_t layer, int seq, int64_t pos, float* out) const {
+  const int64_t group = pos - pos % kKeyGroup;
+  float head[kMaxQ4HeadDim];
+  std::fill(out, out + kv_dim_ * kKeyGroup, 0.0f);
+  for (int64_t p = group; p < pos; ++p)
+    for (int64_t h = 0; h < n_head_kv_; ++h) {
+      read_head(0, layer, seq, p, h, head);
+      for (int64_t d = 0; d < head_dim_; ++d)
+        out[(h * head_dim_ + d) * kKeyGroup + p - group] = f16_to_f32(f32_to_f16(head[d]));
+    }
+}
+
+void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, const float* keys) {
+  const auto at = static_cast<size_t>(layer * n_seq_ + seq);
+  uint16_t* stage = stage_.data() + at * static_cast<size_t>(kv_dim_ * kKeyGroup);
+  float* range = stage_range_.data() + at * static_cast<size_t>(kv_dim_ * 2);
+  for (int64_t p0 = pos; p0 < pos + n;) {  // a group at a time
+    const int64_t group = p0 - p0 % kKeyGroup, p1 = std::min(pos + n, group + kKeyGroup), j0 = group % kBlock;
+    const int64_t held = p0 - group, count = p1 - group;  // positions before the run's, and after it
+    const bool refill = !key_stage_holds(layer, seq, p0);
+    const bool next = stages_[at].end == p0;  // not positions written again: the stage's range is its positions'
+    if (refill) {  // the group's earlier positions as the block holds them
+      std::vector<float> decoded(static_cast<size_t>(kv_dim_ * kKeyGroup));
+      key_group(layer, seq, p0, decoded.data());
+      for (size_t i = 0; i < decoded.size(); ++i) stage[i] = f32_to_f16(decoded[i]);
+    }
+    stages_[at] = {group, p1, blocks(layer, seq)[p0 / kBlock]};
+    uint8_t* block = const_cast<uint8_t*>(block_of(0, layer, seq, p0));
+    const int shift = static_cast<int>(4 * (j0 / (kBlock / 2)));  // the group's nibble of each byte
+    for (int64_t r = 0; r < kv_dim_; ++r) {
+      uint16_t* row = stage + r * kKeyGroup;
+      for (int64_t p = p0; p < p1; ++p) row[p - group] = f32_to_f16(keys[(p - pos) * kv_dim_ + r]);
+      float &lo = range[2 * r], &hi = range[2 * r + 1];
+      uint8_t* bytes = block + r * (kBlock / 2) + j0 % (kBlock / 2);
+      uint16_t* step = reinterpret_cast<uint16_t*>(block + q4_scale_at(0, r / head_dim_, r % head_dim_, j0));
+      uint16_t* minimum = step + 2 * head_dim_;
+      const float x = f16_to_f32(row[held]);
+      if (count - held == 1 && held > 0 && !refill && next && x >= lo && x <= hi) {
+        // One more position within the group's range: its step and minimum stand.
+        const uint8_t c = KeyRounding(*step, *minimum).code(x);
+        bytes[held] = static_cast<uint8_t>((bytes[held] & ~(0xF << shift)) | c << shift);
+        continue;
+      }
+      float xs[kKeyGroup];
+      uint8_t code[kKeyGroup];
+      for (int64_t i = 0; i < count; ++i) xs[i] = f16_to_f32(row[i]);
+      const uint32_t sm = quantize_kv_q4_keys(xs, count, code);
+      *step = static_cast<uint16_t>(sm & 0xFFFF), *minimum = static_cast<uint16_t>(sm >> 16);
+      lo = INFINITY, hi = -INFINITY;
+      for (int64_t i = 0; i < count; ++i) {
+        lo = std::fmin(lo, xs[i]), hi = std::fmax(hi, xs[i]);
+        bytes[i] = static_cast<uint8_t>((bytes[i] & ~(0xF << shift)) | code[i] << shift);
+      }
+    }
+    p0 = p1;
   }
 }
 
@@ -250,7 +366,7 @@ void KvCache::store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* 
 
 float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const {
   const KvType type = kv_side_type(type_, kv);
-  if (type == KvType::q4) {  // the head un-rotated
+  if (type == KvType::q4) {  // values: the head un-rotated
     float head[kMaxQ4HeadDim];
     read_head(kv, layer, seq, pos, i / head_dim_, head);
     return head[i % head_dim_];
@@ -267,6 +383,17 @@ void KvCache::read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, 
   const uint8_t* block = block_of(kv, layer, seq, pos);
   const int64_t j = pos % kBlock, hd = head_dim_;
   const KvType type = kv_side_type(type_, kv);
+  if (type == KvType::q4 && kv == 0) {
+    const int shift = static_cast<int>(4 * (j / (kBlock / 2)));
+    for (int64_t d = 0; d < hd; ++d) {
+      uint16_t sm[2];  // the step, and the minimum 2 head_dim halves on
+      std::memcpy(&sm[0], block + q4_scale_at(0, h, d, j), 2);
+      std::memcpy(&sm[1], block + q4_scale_at(0, h, d, j) + 4 * hd, 2);
+      const float m = f16_to_f32(sm[1]), step = f16_to_f32(sm[0]);
+      out[d] = m + step * static_cast<float>(block[q4_byte(0, h, d, j)] >> shift & 0xF);
+    }
+    return;
+  }
   if (type == KvType::q4) {
     for (int64_t d0 = 0; d0 < hd; d0 += 32) {
       uint16_t half;

@@ -3,12 +3,18 @@
 // stored as f16, as int8 with one f32 scale per (position, KV head)
 // (KvType::q8: half the memory and half the bytes a decode step reads;
 // per-head absmax, so a key or value vector keeps its relative precision
-// whatever its size), or as 4-bit codes with one f16 scale per (position, KV
-// head, 32 dimensions) (KvType::q4: 28% of f16's bytes; llama.cpp's q4_0
-// rounding, the largest magnitude of each 32 exact), each head rotated first
-// (kv_rotation.h: key(), value() and the *_head() reads undo it). KvType::k8v4
-// stores keys as q8 and values as q4: keys' rounding is nearly all of a
-// cache's quality loss (docs/PERFORMANCE.md 5.2), values' the most of its bytes.
+// whatever its size), or as 4-bit codes (KvType::q4: 30% of f16's bytes).
+// q4 keys are rounded per channel: each (KV head, dim) over a group of
+// kKeyGroup positions, with an f16 step and minimum (asymmetric), because
+// keys' channels differ in size and offset far more than positions do
+// (docs/PERFORMANCE.md 5.2: a quarter of the per-position rounding's loss).
+// The group's codes change as its positions arrive, so the cache keeps the
+// group being written of each (layer, sequence) in f16 (its "stage") and
+// rounds the group again from it. q4 values are rounded per position, one
+// f16 scale per 32 dimensions (llama.cpp's q4_0: the largest magnitude
+// exact), each head rotated first (kv_rotation.h: value() and value_head()
+// undo it). KvType::k8v4 stores keys as q8 and values as q4: keys' rounding
+// is nearly all of a cache's quality loss, values' the most of its bytes.
 //
 // Each sequence has a block table: its positions [b * kBlock, (b + 1) *
 // kBlock) live in block table(seq)[b]. A block id names the same block in
@@ -39,10 +45,12 @@
 //   values: [KV head][kBlock][head_dim]   rows
 //   q8 only, after either: scales [KV head][kBlock] f32, element = scale * int8
 //   q4: the same orders in nibbles. Keys: row (head, dim) is 32 bytes, byte j
-//       holding position j (low nibble) and j + 32 (high). Values: a row's
-//       32 dimensions from 32g are 16 bytes, byte i holding 32g + i (low)
-//       and 32g + 16 + i (high). After either: scales [KV head][head_dim /
-//       32][kBlock] f16, element = scale * (code - 8).
+//       holding position j (low nibble) and j + 32 (high); after them per KV
+//       head f16 steps [2 groups][head_dim], then f16 minimums [2][head_dim],
+//       element = minimum + step * code. Values: a row's 32
+//       dimensions from 32g are 16 bytes, byte i holding 32g + i (low) and
+//       32g + 16 + i (high); after them scales [KV head][head_dim / 32][kBlock]
+//       f16, element = scale * (code - 8).
 // A block's positions past the ones written hold whatever was there: readers
 // mask them.
 #pragma once
@@ -73,7 +81,15 @@ std::string kv_type_unsupported(KvType type, int64_t head_dim);
 // all-zero x), so that x[i] ~ d * q[i]. shaders/kv_store_q8.comp rounds the
 // same way, but for GLSL's division (a rare element one step away).
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride = 1);
-// The q4 rounding of 32 values (llama.cpp's q4_0): with m the value of
+// The q4 keys' rounding of one (KV head, dim) over the n positions of its
+// group written so far (x: their values rounded to f16, as the stage holds
+// them): with lo and hi their least and greatest, step = f16((hi - lo) /
+// 15), minimum = f16(lo), code[i] = min(15, floor((x[i] - minimum) / step +
+// 0.5)) (0 where step is 0), so that x[i] ~ minimum + step * code[i].
+// Returns step | minimum << 16 (both f16). shaders/kv_store_q4.comp rounds
+// the same way.
+uint32_t quantize_kv_q4_keys(const float* x, int64_t n, uint8_t* code);
+// The q4 values' rounding of 32 values (llama.cpp's q4_0): with m the value of
 // largest magnitude, d = m / -8 and code[i] = min(15, floor(x[i] / d + 8.5)),
 // so that x[i] ~ d * (code[i] - 8). Returns d rounded to f16 (the stored
 // scale; codes are computed with the f32 d, as llama.cpp does).
@@ -84,6 +100,7 @@ class KvCache {
  public:
   static constexpr int64_t kBlock = 64;
   static constexpr int64_t kMaxQ4HeadDim = 512;
+  static constexpr int64_t kKeyGroup = 32;  // q4 keys: positions per step and minimum
   // Blocks that hold this many positions.
   static constexpr int64_t blocks_for(int64_t positions) { return (positions + kBlock - 1) / kBlock; }
 
@@ -130,7 +147,8 @@ class KvCache {
     return kv_side_type(type_, kv) == KvType::q4 ? kv_dim_ * kBlock / 2 : kv_dim_ * kBlock;
   }
   // Where KV head h's keys (kv = 0) or values (1) start in a block, and its
-  // scales (q8: f32 [kBlock]; q4: f16 [head_dim / 32][kBlock]; f16: none, 0), in bytes.
+  // scales (q8: f32 [kBlock]; q4 keys: f16 steps [2][head_dim] then
+  // minimums [2][head_dim]; q4 values: f16 [head_dim / 32][kBlock]; f16: none, 0), in bytes.
   int64_t head_offset(int kv, int64_t h) const {
     const KvType t = kv_side_type(type_, kv);
     return h * head_dim_ * kBlock * (t == KvType::f16 ? 2 : 1) / (t == KvType::q4 ? 2 : 1);
@@ -138,7 +156,8 @@ class KvCache {
   int64_t head_scales_offset(int kv, int64_t h) const {
     const KvType t = kv_side_type(type_, kv);
     if (t == KvType::f16) return 0;
-    return scales_offset(kv) + h * (t == KvType::q4 ? head_dim_ / 32 * kBlock * 2 : kBlock * 4);
+    if (t == KvType::q4) return scales_offset(kv) + h * (kv == 0 ? head_dim_ * 8 : head_dim_ / 32 * kBlock * 2);
+    return scales_offset(kv) + h * kBlock * 4;
   }
 
   // The pool.
@@ -180,9 +199,21 @@ class KvCache {
   // to the cache's type (f16: to nearest even, as core/util/half.h). pos must
   // lie inside seq's table.
   void store(int64_t layer, int seq, int64_t pos, const float* key, const float* value);
+  // store() of n tokens (keys and values [n][kv_dim]) at their (seq[t], pos[t]),
+  // with the same result; q4 keys round each group once for a run of
+  // consecutive positions of one sequence, not once per position.
+  void store_batch(int64_t layer, const int32_t* seq, const int32_t* pos, int64_t n, const float* keys, const float* values);
   // store() into an f16 cache of values already rounded to f16 (the CPU
   // rounds them with its vector instructions: cpu/attention.cpp).
   void store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* key, const uint16_t* value);
+  // q4 keys: whether (layer, seq)'s stage holds the positions of pos's group
+  // before pos, as a store at pos needs; when not, that store reads them back
+  // from the block (decoded: a copied block, a sequence begun again). The GPU
+  // (gpu/backend_vulkan.cpp) keeps a stage of its own and fills it the same way.
+  bool key_stage_holds(int64_t layer, int seq, int64_t pos) const;
+  // What a stage that does not is filled with: the keys of pos's group before
+  // pos as the block holds them, rounded to f16, into out [kv_dim][kKeyGroup].
+  void key_group(int64_t layer, int seq, int64_t pos, float* out) const;
   // Element i of the key and of the value at (layer, seq, pos), as stored (f16 or scale * int8).
   float key(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(0, layer, seq, pos, i); }
   float value(int64_t layer, int seq, int64_t pos, int64_t i) const { return element(1, layer, seq, pos, i); }
@@ -212,9 +243,19 @@ class KvCache {
                    : (h * kBlock + j) * (head_dim_ / 2) + d / 32 * 16 + d % 16;
   }
   static int q4_shift(int kv, int64_t d, int64_t j) { return kv == 0 ? 4 * static_cast<int>(j / (kBlock / 2)) : 4 * static_cast<int>(d % 32 / 16); }
+  // q4: the offset of the f16 scale of (KV head h, dim d) at position j of a block (keys: the step; its minimum 4 head_dim bytes on).
   int64_t q4_scale_at(int kv, int64_t h, int64_t d, int64_t j) const {
-    return head_scales_offset(kv, h) + (d / 32 * kBlock + j) * 2;
+    return kv == 0 ? head_scales_offset(0, h) + (j / kKeyGroup * head_dim_ + d) * 2
+                   : head_scales_offset(kv, h) + (d / 32 * kBlock + j) * 2;
   }
+  void store_side(int kv, int64_t layer, int seq, int64_t pos, const float* x);  // f16, q8, q4 values
+  // q4 keys of positions [pos, pos + n) of one sequence, [n][kv_dim].
+  void store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, const float* keys);
+  // q4 keys' stage of each (layer, seq): positions [group, end) of block `block`.
+  struct KeyStage {
+    int64_t group = -1, end = 0;
+    int32_t block = -1;
+  };
   int64_t pair_bytes() const { return block_bytes(0) + block_bytes(1); }
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;
   void read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const;
@@ -232,6 +273,9 @@ class KvCache {
   std::vector<std::vector<int32_t>> rings_;  // per sequence: seq * ring_blocks_ + b % ring_blocks_ for every block b
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;  // taken from the back: the lowest ids first
+  std::vector<KeyStage> stages_;  // q4 keys: [layer][seq]
+  std::vector<uint16_t> stage_;   // [layer][seq][kv_dim][kKeyGroup] f16
+  std::vector<float> stage_range_;  // [layer][seq][kv_dim]: the least and greatest staged
 };
 
 }  // namespace basalt

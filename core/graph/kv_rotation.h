@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The q4 KV cache (kv_cache.h) stores each head's keys and values rotated by
-// H, the normalized Walsh-Hadamard matrix (orthogonal and symmetric, so its
-// own inverse), over blocks of kv_rotation_block(head_dim) dimensions. A few
-// large channels (keys' usual outliers) would set the scale of their whole
-// group of 32 and leave the rest a code or two; rotated, every dimension
-// holds a share of them and the 16 codes cover the values. Attention is
-// unchanged: (H q) . (H k) = q . k, and sum_j p_j H v_j = H (sum_j p_j v_j),
-// so the kernels rotate the queries and their outputs, not each key.
+// The q4 KV cache (kv_cache.h) stores each head's values rotated by H, the
+// normalized Walsh-Hadamard matrix (orthogonal and symmetric, so its own
+// inverse), over blocks of kv_rotation_block(head_dim) dimensions. A few large
+// channels would set the scale of their whole group of 32 and leave the rest a
+// code or two; rotated, every dimension holds a share of them and the 16 codes
+// cover the values. Attention is unchanged: sum_j p_j H v_j = H (sum_j p_j
+// v_j), so the kernels rotate their outputs, not each value. (q4 keys are
+// rounded per channel instead, which serves them better: no rotation.)
 #pragma once
 
 #include <cstdint>

@@ -45,7 +45,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
   const float scale = spec.query_scale();
   const int64_t window = spec.window_of(layer), sinks = spec.sinks_of(layer);
   // Per (token, KV head, part of its query heads): each cached key and value
-  // read once for the query heads of a part (a q4 read un-rotates the head);
+  // read once for the query heads of a part (a q4 value read un-rotates the head);
   // parts only so that a decode step still has work for every thread.
   const int64_t units = n * spec.n_head_kv;
   const int64_t parts = std::min<int64_t>(group, (2 * engine_pool().size() + units - 1) / units);

@@ -121,7 +121,8 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
 
 namespace {
 // q4: the keys (q4) and values in kv_store_q4.comp, one workgroup per (KV
-// head, token); k8v4: the keys in kv_store_q8.comp, the values there.
+// head, token): the keys rounded per group (phase 0, with the values), then staged (phase 1);
+// k8v4: the keys in kv_store_q8.comp, the values in kv_store_q4.comp.
 void kv_store_q4(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.head_dim % 32 || op.head_dim > 256) throw GpuError("kv_store: a q4 cache needs head_dim a multiple of 32, at most 256");
   const int64_t n_kv = op.kv_dim / op.head_dim, rot = kv_rotation_block(op.head_dim);
@@ -131,19 +132,32 @@ void kv_store_q4(Device& device, Stream& stream, const KvStoreOp& op) {
     const uint32_t push[3] = {u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), 1};
     stream.dispatch(device.pipeline({"kv_store_q8", 6, sizeof push, {}}),
                     {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), inout(*op.k_cache), in(*op.v_cache)}, push, sizeof push, grid);
+  } else if (!op.stage || !op.seq) {
+    throw GpuError("kv_store: q4 keys need their stage and the tokens' sequences");
   }
   struct {
     uint32_t kv_dim, head_dim, sides, key_block_bytes, value_block_bytes, rot_block;
     float rot_scale;
+    uint32_t n_tok, phase;
   } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), k8 ? 2u : 3u,
          u32(KvCache::block_bytes(n_kv, op.head_dim, op.kv_type, 0), "key block bytes"),
          u32(KvCache::block_bytes(n_kv, op.head_dim, op.kv_type, 1), "value block bytes"), u32(rot, "rotation"),
-         1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
-  stream.dispatch(device.pipeline({"kv_store_q4", 6, sizeof push, {}}),
-                  {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), k8 ? in(*op.k_cache) : inout(*op.k_cache), inout(*op.v_cache)},
+         1.0f / std::sqrt(static_cast<float>(rot)),  // kv_rotate's
+         u32(op.n_tok, "tokens"), 0};
+  const Buffer& stage = k8 ? *op.k : *op.stage;  // k8v4: bound, never read
+  const Buffer& seq = k8 ? *op.pos : *op.seq;
+  const Pipeline& pipe = device.pipeline({"kv_store_q4", 8, sizeof push, {}});
+  stream.dispatch(pipe, {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), k8 ? in(*op.k_cache) : inout(*op.k_cache), inout(*op.v_cache),
+                         in(stage), in(seq)},
+                  &push, sizeof push, grid);
+  if (k8) return;
+  push.phase = 1;  // then the stage: the rounding above read it
+  stream.dispatch(pipe, {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), in(*op.k_cache), in(*op.v_cache), inout(stage), in(seq)},
                   &push, sizeof push, grid);
 }
 }  // namespace
+
+size_t kv_stage_bytes(int64_t n_seq, int64_t kv_dim) { return static_cast<size_t>(n_seq * kv_dim * KvCache::kKeyGroup * 4); }
 
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;

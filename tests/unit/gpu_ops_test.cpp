@@ -484,12 +484,8 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     op.sinks = sinks;
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
-    // q4 sides are stored rotated: the queries rotated for q4 keys, the output back for q4 values (as the backend does).
-    const bool rotate_q = kv_side_type(type, 0) == KvType::q4, rotate_o = kv_side_type(type, 1) == KvType::q4;
-    if (rotate_q) {
-      s.upload(qb, q.data(), q.size() * 4);
-      gpu::kv_rotate_rows(dev, s, qb, 0, qd, c.n_tok, spec.n_head, spec.head_dim);
-    }
+    // q4 values are stored rotated: the output rotated back (as the backend does).
+    const bool rotate_o = kv_side_type(type, 1) == KvType::q4;
     gpu::attention(dev, s, op);
     if (rotate_o) gpu::kv_rotate_rows(dev, s, ob, 0, qd, c.n_tok, spec.n_head, spec.head_dim);
     s.download(ob, got.data(), got.size() * 4);
@@ -552,27 +548,43 @@ TEST(GpuOps, AttentionSinksMatchFloat64) {
 // The device side of a kv_store test: the batch's keys k and values v, its
 // positions, each token's block offset in want's keys, and zeroed caches of
 // want's sizes, uploaded on s.
+// The batch's keys, values, positions, blocks and sequences on the device, an
+// empty device cache, and q4 keys' stage filled as the backend fills it
+// (from `want` before it stored the batch: KvCache::key_group).
 struct DeviceKvStore {
   int64_t n, key_bytes, value_bytes;
-  gpu::Buffer kb, vb, pb, bb, kc, vc;
+  gpu::Buffer kb, vb, pb, bb, kc, vc, stage, sb;
   DeviceKvStore(gpu::Device& dev, gpu::Stream& s, const KvCache& want, const Batch& b, const std::vector<float>& k,
                 const std::vector<float>& v)
       : n(b.size()), key_bytes(want.n_blocks() * want.block_bytes(0)), value_bytes(want.n_blocks() * want.block_bytes(1)),
         kb(dev, k.size() * 4, gpu::Memory::device, "k"), vb(dev, v.size() * 4, gpu::Memory::device, "v"),
         pb(dev, static_cast<size_t>(n) * 4, gpu::Memory::device, "pos"), bb(dev, static_cast<size_t>(n) * 4, gpu::Memory::device, "base"),
         kc(dev, static_cast<size_t>(key_bytes), gpu::Memory::device, "keys"),
-        vc(dev, static_cast<size_t>(value_bytes), gpu::Memory::device, "values") {
+        vc(dev, static_cast<size_t>(value_bytes), gpu::Memory::device, "values"),
+        stage(dev, gpu::kv_stage_bytes(want.n_seq(), want.kv_dim()), gpu::Memory::device, "stage"),
+        sb(dev, static_cast<size_t>(n) * 4, gpu::Memory::device, "seq") {
     std::vector<uint32_t> base(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) base[t] = static_cast<uint32_t>(want.key_block(0, b.seq[t], b.pos[t]) - want.key_pool(0));
     s.upload(kb, k.data(), k.size() * 4);
     s.upload(vb, v.data(), v.size() * 4);
     s.upload(pb, b.pos.data(), static_cast<size_t>(n) * 4);
     s.upload(bb, base.data(), static_cast<size_t>(n) * 4);
+    s.upload(sb, b.seq.data(), static_cast<size_t>(n) * 4);
     s.fill_zero(kc, 0, static_cast<size_t>(key_bytes));
     s.fill_zero(vc, 0, static_cast<size_t>(value_bytes));
+    const size_t group = static_cast<size_t>(want.kv_dim() * KvCache::kKeyGroup);
+    for (int64_t t = 0; t < n; ++t) {
+      if (kv_side_type(want.type(), 0) != KvType::q4 || (t > 0 && b.seq[t] == b.seq[t - 1])) continue;
+      if (want.key_stage_holds(0, b.seq[t], b.pos[t])) continue;
+      std::vector<float> held(group);
+      want.key_group(0, b.seq[t], b.pos[t], held.data());
+      s.upload(stage, held.data(), group * 4, static_cast<size_t>(b.seq[t]) * group * 4);
+    }
   }
   gpu::KvStoreOp op(int64_t kv_dim, int64_t head_dim, KvType type) {
-    return {&kb, &vb, &pb, &bb, &kc, &vc, n, kv_dim, head_dim, type};
+    gpu::KvStoreOp o{&kb, &vb, &pb, &bb, &kc, &vc, n, kv_dim, head_dim, type};
+    o.stage = &stage, o.seq = &sb;
+    return o;
   }
 };
 
@@ -641,12 +653,15 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
   });
 }
 
-// kv_store into q4 and k8v4 caches: each head rotated and rounded as
-// KvCache::store (the same rotation, bit for bit; GLSL's division may move a
-// rare code by one step, and put a head's q8 scale an ulp off the CPU's, as
-// on an H200: every value of that head then differs in its last bits), read
-// back through the CPU cache's own decoding: what the device stored is what
-// the CPU would have, in its layout.
+// kv_store into q4 and k8v4 caches, read back through the CPU cache's own
+// decoding: what the device stored is what KvCache::store would have, in its
+// layout. Values: each head rotated (the same rotation, bit for bit); keys:
+// each (head, dim) over its group of 32 positions from the stage, two
+// batches in turn (the second's groups continue the first's on the device's
+// stage; sequence 1's first group begins mid-way, its stage filled by the
+// host). GLSL's division may move a rare code by one step, and put a head's
+// q8 scale an ulp off the CPU's (as on an H200: every value of that head then
+// differs in its last bits).
 TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
   NEED_DEVICE(dev);
   std::mt19937 rng(17);
@@ -655,27 +670,41 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
       const ModelSpec spec = one_layer_spec(3, 3, head_dim);
       const int64_t n_ctx = 150, kvd = spec.kv_dim();
       KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type), got = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
-      Batch b;
-      for (int32_t p = 28; p < 36; ++p) b.add(0, p, 0, false);  // positions j and j + 32 share key bytes
-      for (int32_t p = 60; p < 70; ++p) b.add(0, p, 0, false);  // across the first block's end
-      for (int32_t p : {3, 4, 5, 140}) b.add(0, p, 1, false);
-      const int64_t n = b.size();
-      const auto k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
-      for (int64_t t = 0; t < n; ++t) want.store(0, b.seq[t], b.pos[t], &k[t * kvd], &v[t * kvd]);
-
+      Batch first, b;
+      for (int32_t p = 0; p < 30; ++p) first.add(0, p, 0, false);
+      for (int32_t p = 30; p < 70; ++p) b.add(0, p, 0, false);  // positions j and j + 32 share key bytes; a block's end
+      for (int32_t p = 136; p < 142; ++p) b.add(0, p, 1, false);    // a group begun before: its stage from the host
       gpu::Stream s(*dev);
-      DeviceKvStore d(*dev, s, want, b, k, v);
-      gpu::kv_store(*dev, s, d.op(kvd, head_dim, type));
-      s.download(d.kc, const_cast<uint8_t*>(got.key_pool(0)), static_cast<size_t>(d.key_bytes));
-      s.download(d.vc, const_cast<uint8_t*>(got.value_pool(0)), static_cast<size_t>(d.value_bytes));
+      std::vector<std::unique_ptr<DeviceKvStore>> kept;  // until the stream has run
+      DeviceKvStore* d = nullptr;
+      std::vector<float> k, v;
+      for (const Batch* batch : {&first, &b}) {
+        const int64_t n = batch->size();
+        k = random_floats(static_cast<size_t>(n * kvd), rng), v = random_floats(static_cast<size_t>(n * kvd), rng);
+        auto next = std::make_unique<DeviceKvStore>(*dev, s, want, *batch, k, v);
+        if (d) {  // the cache and stage the first batch left
+          s.copy(d->kc, next->kc, {{0, 0, static_cast<size_t>(d->key_bytes)}});
+          s.copy(d->vc, next->vc, {{0, 0, static_cast<size_t>(d->value_bytes)}});
+          if (kv_side_type(type, 0) == KvType::q4)  // sequence 0 continues its group: its stage is the device's
+            s.copy(d->stage, next->stage, {{0, 0, static_cast<size_t>(kvd * KvCache::kKeyGroup * 4)}});
+        }
+        d = kept.emplace_back(std::move(next)).get();
+        for (int64_t t = 0; t < n; ++t) want.store(0, batch->seq[t], batch->pos[t], &k[t * kvd], &v[t * kvd]);
+        gpu::kv_store(*dev, s, d->op(kvd, head_dim, type));
+      }
+      Batch all = first;  // every position: a group's earlier codes change with its range
+      for (int64_t t = 0; t < b.size(); ++t) all.add(0, b.pos[t], b.seq[t], false);
+      const int64_t n = all.size();
+      s.download(d->kc, const_cast<uint8_t*>(got.key_pool(0)), static_cast<size_t>(d->key_bytes));
+      s.download(d->vc, const_cast<uint8_t*>(got.value_pool(0)), static_cast<size_t>(d->value_bytes));
       s.finish();
       int64_t same = 0, total = 0;
       std::vector<float> w(static_cast<size_t>(head_dim)), g(w.size());
       for (int64_t t = 0; t < n; ++t)
         for (int64_t h = 0; h < spec.n_head_kv; ++h)
           for (int side = 0; side < 2; ++side) {
-            if (side == 0) want.key_head(0, b.seq[t], b.pos[t], h, w.data()), got.key_head(0, b.seq[t], b.pos[t], h, g.data());
-            else want.value_head(0, b.seq[t], b.pos[t], h, w.data()), got.value_head(0, b.seq[t], b.pos[t], h, g.data());
+            if (side == 0) want.key_head(0, all.seq[t], all.pos[t], h, w.data()), got.key_head(0, all.seq[t], all.pos[t], h, g.data());
+            else want.value_head(0, all.seq[t], all.pos[t], h, w.data()), got.value_head(0, all.seq[t], all.pos[t], h, g.data());
             double err = 0, norm = 0;
             for (int64_t d = 0; d < head_dim; ++d) {
               err += (g[d] - w[d]) * (g[d] - w[d]), norm += w[d] * w[d];

@@ -343,7 +343,8 @@ TEST(GpuSubmissions, ADecodeStepWaitsOnceWithTheWholeModelOnTheGpu) {
 }
 
 // 4-bit caches with attention on the GPU: the device stores and reads its own
-// copy (rotated heads, k8v4's two block sizes), whose logits must be the CPU
+// copy (keys per channel through its own stage, across chunks and decode
+// steps; rotated values; k8v4's two block sizes), whose logits must be the CPU
 // session's within the rounding of a rare code (GLSL's division), and for
 // k8v4 within the CPU's int8 queries against its q8 keys (cpu/attention.h;
 // measured 1.3e-3 where the rest is <1e-3). A wrong layout gives ~1.

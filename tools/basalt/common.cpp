@@ -28,8 +28,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
       ->check(CLI::IsMember({"q8", "q4"}));
   app.add_option("--kv-type", o.kv_type,
                  "KV cache type: f16, q8 (int8 with a scale per position and KV head: half the memory and the "
-                 "bytes decode reads at depth), q4 (4-bit with a scale per 32 values: 28% of f16's bytes, at a "
-                 "quality cost: docs/PERFORMANCE.md 5.2), or k8v4 (keys q8, values q4: 41%, nearly q8's quality)")
+                 "bytes decode reads at depth), q4 (4-bit: keys per channel and 32 positions, values per 32 dimensions: 30% "
+                 "of f16's bytes; its quality cost: docs/PERFORMANCE.md 5.2), or k8v4 (keys q8, values q4: 41%)")
       ->check(CLI::IsMember({"f16", "q8", "q4", "k8v4"}));
   app.add_option("--kv-budget", o.kv_budget_mib,
                  "MiB of memory the KV cache may come to hold (default: 90% of what is available at start); the "
