@@ -5,7 +5,7 @@
 """Speed and memory against context length, basalt and llama.cpp.
 
     scripts/bench_long_context.py -m MODEL [-m MODEL ...] [--depths 0,1024,4096,8192,16384,32768]
-        [--kv f16,q8] [-n 32] [-t 2] [--no-llama] [--out DIR]
+        [--kv f16,q8,q4] [-n 32] [-t 2] [--no-llama] [--out DIR]
 
 Each point is one process per engine, the engines in turn: it fills D random
 tokens of context (prefill from empty, in 512-token chunks: tokens/s), decodes
@@ -38,7 +38,7 @@ LLAMA_CHILD = r"""
 import json, random, sys, time
 from llama_cpp import Llama
 model, depth, n_gen, threads, kv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-types = {"f16": 1, "q8": 8}  # GGML_TYPE_F16, GGML_TYPE_Q8_0
+types = {"f16": 1, "q8": 8, "q4": 2}  # GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0
 llm = Llama(model_path=model, n_ctx=depth + n_gen + 16, n_batch=512, n_ubatch=512, n_threads=threads,
             n_threads_batch=threads, type_k=types[kv], type_v=types[kv], flash_attn=kv != "f16", verbose=False)
 rng = random.Random(1)
@@ -129,7 +129,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", action="append", required=True, help="a GGUF file (repeatable)")
     ap.add_argument("--depths", default="0,1024,4096,8192,16384,32768")
-    ap.add_argument("--kv", default="f16,q8", help="KV cache types, comma-separated: f16, q8")
+    ap.add_argument("--kv", default="f16,q8", help="KV cache types, comma-separated: f16, q8, q4 (llama.cpp: q8_0, q4_0)")
     ap.add_argument("-n", type=int, default=32, help="tokens to decode at each depth")
     ap.add_argument("-t", type=int, default=2, help="threads")
     ap.add_argument("--pairs", type=int, default=4,
