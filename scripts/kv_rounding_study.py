@@ -21,6 +21,8 @@ for keys unless "v:" (values) is in front:
              the previous codes (what a cache without a stage would do)
   chan-stage per channel, rounded as positions arrive from the exact values
              (the cache's f16 stage)
+  q8         int8 per position and head, absmax (the q8 cache)
+  q8-32      int8 per position and 32 dimensions (llama.cpp's q8_0)
 
 Needs the gguf package and llama-cpp-python (for the tokenizer only):
   PYTHONPATH=/path/to/llama_cpp_python .venv/bin/python scripts/kv_rounding_study.py \\
@@ -62,6 +64,13 @@ def step_min(y: np.ndarray) -> np.ndarray:
     d, m = f16((hi - lo) / 15), f16(lo)
     inv = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0)
     return np.clip(np.floor((y - m[:, None]) * inv[:, None] + 0.5), 0, 15) * d[:, None] + m[:, None]
+
+
+def int8(y: np.ndarray) -> np.ndarray:
+    """Rows of y rounded to int8 with their absmax scale (the q8 cache's rounding)."""
+    amax = np.abs(y).max(1, keepdims=True)
+    inv = np.where(amax > 0, 127 / np.where(amax > 0, amax, 1), 0)
+    return np.rint(y * inv) * (amax / 127)
 
 
 def per_position(x: np.ndarray, rot: np.ndarray | None, rounding) -> np.ndarray:
@@ -112,6 +121,8 @@ def main() -> int:
         "chan64": lambda x: per_channel(x, 64),
         "chan-inc": lambda x: per_channel_arriving(x, True),
         "chan-stage": lambda x: per_channel_arriving(x, False),
+        "q8": lambda x: int8(x.reshape(-1, x.shape[-1])).reshape(x.shape),
+        "q8-32": lambda x: int8(x.reshape(-1, 32)).reshape(x.shape),
     }
     side = {"n": 0, "k": None, "v": None}
 
