@@ -98,7 +98,7 @@ struct AttentionOp {
   KvType kv_type = KvType::f16;
   const Buffer* table;  // int32 block ids: the sequence's block b is table[table_offset + b]
   int64_t table_offset = 0;
-  int64_t block_bytes = 0;  // a block of keys (of values: KvCache::block_bytes(.., 1), the same but for k8v4)
+  int64_t block_bytes = 0;  // a block of keys (of values: KvCache::block_bytes(.., 1), which differs for q4 and k8v4)
   const Buffer* pos;  // int32 [n_tok] from pos_offset
   int64_t pos_offset = 0;
   const Buffer* o;  // [n_tok][ldo] floats from o_offset
@@ -123,10 +123,11 @@ struct KvStoreOp {
   const Buffer *k, *v, *pos, *base, *k_cache, *v_cache;
   int64_t n_tok = 0, kv_dim = 0, head_dim = 0;
   KvType kv_type = KvType::f16;
-  // q4 keys: the layer's stage (KvCache's, floats [seq][kv_dim][32]: each
-  // sequence's key group being written, its positions before the batch's put
-  // there by the host where the stage does not hold them: key_stage_holds)
-  // and each token's sequence (int32).
+  // q4 keys: the layer's stage on the device (as KvCache's, which holds f16:
+  // here floats [seq][kv_dim][32], values rounded to f16; each sequence's key
+  // group being written, its positions before the batch's put there by the
+  // host where the CPU's stage does not hold them: key_stage_holds) and each
+  // token's sequence (int32). A sequence's tokens consecutive positions, together.
   const Buffer *stage = nullptr, *seq = nullptr;
 };
 // Bytes of a layer's q4 key stage for n_seq sequences.

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Rotates rows of heads in place as the q4 KV cache rotates its heads
-// (kv_rotate.glsl, core/graph/kv_rotation.h): the queries before attention
-// reads q4 keys, and its output after it summed q4 values. One workgroup
-// per (head, row).
+// Rotates rows of heads in place as the q4 KV cache rotates its values'
+// heads (kv_rotate.glsl, core/graph/kv_rotation.h): attention's output after
+// it summed q4 values. One workgroup per (head, row).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 

@@ -11,7 +11,7 @@
 // minimum, codes floor((x - minimum) / step + 0.5)); phase 1 puts the keys
 // of each sequence's last group in the batch, rounded to f16, in its stage
 // for the next batch. A sequence's tokens are consecutive positions, in
-// order (the batches the executor makes). Values (phase 0): each head
+// order (the backend checks). Values (phase 0): each head
 // rotated (kv_rotate.glsl, as kv_rotate), then per 32 dimensions an f16
 // scale d = m / -8 (m the value of largest magnitude) and codes min(15,
 // floor(x / d + 8.5)), as quantize_kv_q4. GLSL's division may put a rare
@@ -48,12 +48,13 @@ shared float gd[MAX_DIMS / 32], gid[MAX_DIMS / 32];  // per group of 32: its sca
 #include "kv_rotate.glsl"
 
 // An f16 at an even byte offset of a cache read as words: the word's other half is another position's.
-#define STORE_HALF(cache, byte, x)                                          \
+#define STORE_BITS16(cache, byte, bits)                                     \
   {                                                                         \
     const uint at_ = (byte) / 4, shift_ = ((byte) % 4) * 8;                 \
     atomicAnd(cache[at_], ~(0xFFFFu << shift_));                            \
-    atomicOr(cache[at_], f32_to_f16(x) << shift_);                          \
+    atomicOr(cache[at_], (bits) << shift_);                                 \
   }
+#define STORE_HALF(cache, byte, x) STORE_BITS16(cache, byte, f32_to_f16(x))
 
 // The value row rotated into xs, and each group's scale.
 void rotate_and_scale(uint row) {
@@ -73,13 +74,13 @@ void rotate_and_scale(uint row) {
 
 uint code(uint d) { return uint(clamp(xs[d] * gid[d / 32] + 8.5, 0.0, 15.0)); }
 
-// Whether another token of t's sequence is in t's key group and after it
-// (same = true), or in a later group (same = false).
+// A sequence's tokens are consecutive positions at consecutive indices (the
+// backend checks): whether the token after t is in t's key group (same =
+// true), or whether the sequence's tokens reach a later group (same = false).
 bool followed(uint t, bool same) {
-  const int group = pos[t] / int(GROUP);
-  for (uint u = 0; u < p.n_tok; ++u)
-    if (seq[u] == seq[t] && (same ? pos[u] / int(GROUP) == group && pos[u] > pos[t] : pos[u] / int(GROUP) > group)) return true;
-  return false;
+  if (same && uint(pos[t]) % GROUP == GROUP - 1) return false;       // t ends its group
+  const uint u = same ? t + 1 : t + (GROUP - uint(pos[t]) % GROUP);  // same: the next token; else the next group's first
+  return u < p.n_tok && seq[u] == seq[t] && pos[u] == pos[t] + int(u - t);
 }
 
 float f16_rounded(float x) { return unpackHalf2x16(f32_to_f16(x)).x; }
@@ -120,8 +121,8 @@ void main() {
       }
       // Per KV head: steps [group][hd], then minimums [group][hd]; two dims share a word.
       const uint at = blk + p.kv_dim * BLOCK / 2 + (h * 4 + jj / GROUP) * hd * 2 + d * 2;
-      STORE_HALF(kc, at, ds);
-      STORE_HALF(kc, at + hd * 4, m);
+      STORE_BITS16(kc, at, step);  // the bits as rounded, not re-encoded (a subnormal step stays)
+      STORE_BITS16(kc, at + hd * 4, minimum);
     }
   }
   if ((p.sides & 2u) != 0u) {

@@ -292,7 +292,9 @@ bool KvCache::key_stage_holds(int64_t layer, int seq, int64_t pos) const {
   if (stages_.empty()) return true;
   const KeyStage& st = stages_.at(static_cast<size_t>(layer * n_seq_ + seq));
   const int64_t group = pos - pos % kKeyGroup;
-  return pos == group || (st.group == group && st.end >= pos && st.block == blocks(layer, seq)[pos / kBlock]);
+  if (pos == group) return true;
+  if (st.group != group || st.end < pos) return false;
+  return st.block == blocks(layer, seq)[pos / kBlock];  // stored there, so inside the table (release resets the stage)
 }
 
 void KvCache::key_group(int64_t layer, int seq, int64_t pos, float* out) const {
@@ -314,6 +316,7 @@ void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, cons
   for (int64_t p0 = pos; p0 < pos + n;) {  // a group at a time
     const int64_t group = p0 - p0 % kKeyGroup, p1 = std::min(pos + n, group + kKeyGroup), j0 = group % kBlock;
     const int64_t held = p0 - group, count = p1 - group;  // positions before the run's, and after it
+    uint8_t* block = const_cast<uint8_t*>(block_of(0, layer, seq, p0));  // first: throws for a position outside the table
     const bool refill = !key_stage_holds(layer, seq, p0);
     const bool next = stages_[at].end == p0;  // not positions written again: the stage's range is its positions'
     if (refill) {  // the group's earlier positions as the block holds them
@@ -322,7 +325,6 @@ void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, cons
       for (size_t i = 0; i < decoded.size(); ++i) stage[i] = f32_to_f16(decoded[i]);
     }
     stages_[at] = {group, p1, blocks(layer, seq)[p0 / kBlock]};
-    uint8_t* block = const_cast<uint8_t*>(block_of(0, layer, seq, p0));
     const int shift = static_cast<int>(4 * (j0 / (kBlock / 2)));  // the group's nibble of each byte
     for (int64_t r = 0; r < kv_dim_; ++r) {
       uint16_t* row = stage + r * kKeyGroup;

@@ -85,7 +85,8 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride = 1)
 // group written so far (x: their values rounded to f16, as the stage holds
 // them): with lo and hi their least and greatest, step = f16((hi - lo) /
 // 15), minimum = f16(lo), code[i] = min(15, floor((x[i] - minimum) / step +
-// 0.5)) (0 where step is 0), so that x[i] ~ minimum + step * code[i].
+// 0.5)) clamped to 0..15 (0 where the step is 0 or not finite), so that
+// x[i] ~ minimum + step * code[i].
 // Returns step | minimum << 16 (both f16). shaders/kv_store_q4.comp rounds
 // the same way.
 uint32_t quantize_kv_q4_keys(const float* x, int64_t n, uint8_t* code);

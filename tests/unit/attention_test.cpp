@@ -836,8 +836,11 @@ TEST(KvCache, Q4KeyGroupsFollowTheirPositions) {
   expect_group(kv, 0, 0, 32, original);
   expect_group(kv, 0, 32, 40, original);
   EXPECT_TRUE(kv.key_stage_holds(0, 0, 40));
-  // Sequence 1 takes a copy of sequence 0's block and continues at 40: the
-  // stage does not hold 32..39 of it, so they come decoded from the block.
+  // Sequence 1 had 32..39 of its own; then it takes a copy of sequence 0's
+  // block and continues at 40: its stage holds its old keys, not the copy's,
+  // so the copy's 32..39 come decoded from the block.
+  for (int64_t p = 32; p < 40; ++p) kv.store(0, 1, p, keys[p + 20].data(), zero.data());
+  EXPECT_TRUE(kv.key_stage_holds(0, 1, 40));
   std::vector<float> decoded(static_cast<size_t>(8 * kvd));
   for (int64_t p = 32; p < 40; ++p)
     for (int64_t i = 0; i < kvd; ++i) decoded[(p - 32) * kvd + i] = kv.key(0, 0, p, i);
@@ -849,10 +852,17 @@ TEST(KvCache, Q4KeyGroupsFollowTheirPositions) {
   // Sequence 0 goes back to 36 with another key: the group is 32..35 and it.
   kv.store(0, 0, 36, keys[60].data(), zero.data());
   expect_group(kv, 0, 32, 37, [&](int64_t p, int64_t i) { return p < 36 ? keys[p][i] : keys[60][i]; });
-  // Released, a sequence starts again: its stage is gone.
+  // Released, a sequence starts again (in the same block: the free list's
+  // last): its stage, which held 32..36, is gone.
+  EXPECT_TRUE(kv.key_stage_holds(0, 0, 37));
+  const int32_t block = kv.table(0)[0];
   kv.release(0);
   ASSERT_TRUE(kv.grow(0));
-  EXPECT_FALSE(kv.key_stage_holds(0, 0, 5));
+  ASSERT_EQ(kv.table(0)[0], block);
+  EXPECT_FALSE(kv.key_stage_holds(0, 0, 37));
+  // A store outside the sequence's blocks is a clear error, the stage untouched.
+  EXPECT_THROW(kv.store(0, 2, 64, keys[0].data(), zero.data()), Error);
+  EXPECT_THROW(kv.store(0, 2, 200, keys[0].data(), zero.data()), Error);
 }
 
 // q4 (llama.cpp's q4_0): with m the value of largest magnitude, d = m / -8,

@@ -132,8 +132,8 @@ TEST(Cli, Q8KvCacheRunsAndBenches) {
 TEST(Cli, Q4AndK8v4KvCachesRunAndBench) {
   const std::string run = "run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0";
   auto text = [](const std::string& s) { return s.substr(s.find('\n') + 1, s.find("basalt: prefill") - s.find('\n') - 1); };
-  // SmolLM2, per position: 30 layers x 3 KV heads x (K + V); q4 keys 32 bytes + 64 words per 64 positions
-  // a head, q4 values 32 bytes + 2 f16 scales a head.
+  // SmolLM2, per position: 30 layers x 3 KV heads x (K + V); q4 keys 32 bytes + 8 (an f16 step and minimum
+  // per dim and 32 positions: 512 bytes per head and 64 positions), q4 values 32 bytes + 2 f16 scales a head.
   for (const auto& [type, position_bytes] : {std::pair{"q4", 30 * 3 * ((32 + 8) + (32 + 4))}, std::pair{"k8v4", 30 * 3 * ((64 + 4) + (32 + 4))}}) {
     Result r = basalt_cmd(run + " --kv-type " + type);
     ASSERT_EQ(r.rc, 0) << r.out;

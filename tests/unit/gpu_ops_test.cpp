@@ -658,8 +658,7 @@ TEST(GpuOps, KvStoreMatchesCpuCache) {
 // layout. Values: each head rotated (the same rotation, bit for bit); keys:
 // each (head, dim) over its group of 32 positions from the stage, two
 // batches in turn (the second's groups continue the first's on the device's
-// stage; sequence 1's first group begins mid-way, its stage filled by the
-// host). GLSL's division may move a rare code by one step, and put a head's
+// stage; sequence 1's resumes past its stage, which the host fills). GLSL's division may move a rare code by one step, and put a head's
 // q8 scale an ulp off the CPU's (as on an H200: every value of that head then
 // differs in its last bits).
 TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
@@ -672,8 +671,11 @@ TEST(GpuOps, KvStoreQ4MatchesCpuCache) {
       KvCache want = testutil::interleaved_kv_cache(spec, n_ctx, 2, type), got = testutil::interleaved_kv_cache(spec, n_ctx, 2, type);
       Batch first, b;
       for (int32_t p = 0; p < 30; ++p) first.add(0, p, 0, false);
+      for (int32_t p = 128; p < 136; ++p) first.add(0, p, 1, false);
       for (int32_t p = 30; p < 70; ++p) b.add(0, p, 0, false);  // positions j and j + 32 share key bytes; a block's end
-      for (int32_t p = 136; p < 142; ++p) b.add(0, p, 1, false);    // a group begun before: its stage from the host
+      // Sequence 1 goes on at 140, past what its stage holds (to 135): the
+      // host fills the device's stage with 128..139 as the CPU's cache holds them.
+      for (int32_t p = 140; p < 146; ++p) b.add(0, p, 1, false);
       gpu::Stream s(*dev);
       std::vector<std::unique_ptr<DeviceKvStore>> kept;  // until the stream has run
       DeviceKvStore* d = nullptr;
