@@ -103,8 +103,9 @@ void main() {
         const bool here = u >= 0 && seq[u] == seq[t] && pos[u] == pos[t] - int(n - 1 - i);
         x[i] = here ? f16_rounded(k[uint(u) * p.kv_dim + h * hd + d]) : stage[stage_row + d * GROUP + i];
       }
-      float lo = x[0], hi = x[0];
-      for (uint i = 1; i < n; ++i) lo = min(lo, x[i]), hi = max(hi, x[i]);
+      float lo = uintBitsToFloat(0x7F800000u), hi = -lo;  // from infinities, NaN skipped: the CPU's fmin and fmax
+      for (uint i = 0; i < n; ++i)
+        if (!isnan(x[i])) lo = min(lo, x[i]), hi = max(hi, x[i]);
       const uint step = f32_to_f16((hi - lo) / 15.0), minimum = f32_to_f16(lo);
       const float m = unpackHalf2x16(minimum).x, ds = unpackHalf2x16(step).x, id = ds > 0.0 ? 1.0 / ds : 0.0;
       // Row (h, d) is 32 bytes: byte i holds position i of the block (low nibble) and 32 + i (high).
@@ -112,7 +113,8 @@ void main() {
       for (uint w = 0; w * 4 < n; ++w) {
         uint keep = 0xFFFFFFFFu, word = 0u;
         for (uint b = 0; b < 4 && w * 4 + b < n; ++b) {
-          const uint c = uint(clamp(floor((x[w * 4 + b] - m) * id + 0.5), 0.0, 15.0));
+          const float f = floor((x[w * 4 + b] - m) * id + 0.5);
+          const uint c = uint(clamp(isnan(f) ? 0.0 : f, 0.0, 15.0));  // NaN: code 0, as the CPU
           keep &= ~(0xFu << (8 * b + shift));
           word |= c << (8 * b + shift);
         }
