@@ -435,20 +435,7 @@ class VulkanBackend final : public Backend {
     if (!key_stages_.empty()) {  // q4 keys: each sequence's group so far, where the stage lacks it (as the CPU's store does)
       store.stage = key_stages_[static_cast<size_t>(n.layer)].get();
       store.seq = seq_.get();
-      std::vector<float> group;
-      std::vector<bool> seen(static_cast<size_t>(ctx.kv->n_seq()), false);
-      for (int64_t t = 0; t < rows; ++t) {
-        if (t > 0 && b.seq[t] == b.seq[t - 1]) {
-          if (b.pos[t] != b.pos[t - 1] + 1) throw Error("internal: a GPU q4 key store needs each sequence's positions consecutive");
-          continue;
-        }
-        if (seen[static_cast<size_t>(b.seq[t])]) throw Error("internal: a GPU q4 key store needs each sequence's tokens together");
-        seen[static_cast<size_t>(b.seq[t])] = true;
-        if (ctx.kv->key_stage_holds(n.layer, b.seq[t], b.pos[t])) continue;
-        group.resize(static_cast<size_t>(kvd * KvCache::kKeyGroup));
-        ctx.kv->key_group(n.layer, b.seq[t], b.pos[t], group.data());
-        s.upload(*store.stage, group.data(), group.size() * 4, static_cast<size_t>(b.seq[t]) * group.size() * 4);
-      }
+      gpu::kv_stage_fill(s, *store.stage, *ctx.kv, n.layer, b.seq.data(), b.pos.data(), rows);
     }
     gpu::kv_store(*dev_, s, store);
     // The same rows for the CPU's cache, stored when they come back (flush).

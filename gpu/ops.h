@@ -132,6 +132,14 @@ struct KvStoreOp {
 };
 // Bytes of a layer's q4 key stage for n_seq sequences.
 size_t kv_stage_bytes(int64_t n_seq, int64_t kv_dim);
+// Before kv_store of n tokens (seq[t], pos[t]) into a q4 cache: uploads to
+// `stage` the key group of each sequence whose stage the CPU's cache (`kv`,
+// not yet holding the batch) does not hold (KvCache::key_stage_holds): its
+// positions before the batch's, as the cache holds them (key_group). A
+// sequence's tokens must be together, at consecutive positions (Error, not
+// GpuError: a caller's fault, not the device's).
+void kv_stage_fill(Stream& stream, const Buffer& stage, const KvCache& kv, int64_t layer, const int32_t* seq, const int32_t* pos,
+                   int64_t n);
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op);
 // Rotates n_rows rows of n_heads heads (floats, rows ld apart from offset) in
 // place as a q4 cache rotates its values' heads (kv_rotate): attention's

@@ -55,6 +55,9 @@ float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
 }
 
 namespace {
+// Code c into the nibble of `byte` at `shift` (0 or 4), the other nibble kept.
+void put_nibble(uint8_t& byte, int shift, uint8_t c) { byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | c << shift); }
+
 // A q4 key's code from its group's f16 step and minimum (quantize_kv_q4_keys).
 struct KeyRounding {
   float minimum, inverse_step;
@@ -274,11 +277,7 @@ void KvCache::store_side(int kv, int64_t layer, int seq, int64_t pos, const floa
         uint8_t code[32];
         const uint16_t scale = quantize_kv_q4(rotated + d0, code);
         std::memcpy(block + q4_scale_at(kv, h, d0, j), &scale, 2);
-        for (int64_t d = d0; d < d0 + 32; ++d) {
-          uint8_t& byte = block[q4_byte(kv, h, d, j)];
-          const int shift = q4_shift(kv, d, j);
-          byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | code[d - d0] << shift);
-        }
+        for (int64_t d = d0; d < d0 + 32; ++d) put_nibble(block[q4_byte(kv, h, d, j)], q4_shift(kv, d, j), code[d - d0]);
       }
       continue;
     }
@@ -336,8 +335,7 @@ void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, cons
       const float x = f16_to_f32(row[held]);
       if (count - held == 1 && held > 0 && !refill && next && x >= lo && x <= hi) {
         // One more position within the group's range: its step and minimum stand.
-        const uint8_t c = KeyRounding(*step, *minimum).code(x);
-        bytes[held] = static_cast<uint8_t>((bytes[held] & ~(0xF << shift)) | c << shift);
+        put_nibble(bytes[held], shift, KeyRounding(*step, *minimum).code(x));
         continue;
       }
       float xs[kKeyGroup];
@@ -348,7 +346,7 @@ void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, cons
       lo = INFINITY, hi = -INFINITY;
       for (int64_t i = 0; i < count; ++i) {
         lo = std::fmin(lo, xs[i]), hi = std::fmax(hi, xs[i]);
-        bytes[i] = static_cast<uint8_t>((bytes[i] & ~(0xF << shift)) | code[i] << shift);
+        put_nibble(bytes[i], shift, code[i]);
       }
     }
     p0 = p1;

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
+
+#include "core/error.h"
 
 #include "core/graph/kv_rotation.h"
 #include "gpu/ops.h"
@@ -158,6 +161,24 @@ void kv_store_q4(Device& device, Stream& stream, const KvStoreOp& op) {
 }  // namespace
 
 size_t kv_stage_bytes(int64_t n_seq, int64_t kv_dim) { return static_cast<size_t>(n_seq * kv_dim * KvCache::kKeyGroup * 4); }
+
+void kv_stage_fill(Stream& stream, const Buffer& stage, const KvCache& kv, int64_t layer, const int32_t* seq, const int32_t* pos,
+                   int64_t n) {
+  std::vector<float> group;
+  std::vector<bool> seen(static_cast<size_t>(kv.n_seq()), false);
+  for (int64_t t = 0; t < n; ++t) {
+    if (t > 0 && seq[t] == seq[t - 1]) {
+      if (pos[t] != pos[t - 1] + 1) throw Error("internal: a GPU q4 key store needs each sequence's positions consecutive");
+      continue;
+    }
+    if (seen[static_cast<size_t>(seq[t])]) throw Error("internal: a GPU q4 key store needs each sequence's tokens together");
+    seen[static_cast<size_t>(seq[t])] = true;
+    if (kv.key_stage_holds(layer, seq[t], pos[t])) continue;
+    group.resize(static_cast<size_t>(kv.kv_dim() * KvCache::kKeyGroup));
+    kv.key_group(layer, seq[t], pos[t], group.data());
+    stream.upload(stage, group.data(), group.size() * 4, static_cast<size_t>(seq[t]) * group.size() * 4);
+  }
+}
 
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;

@@ -550,7 +550,7 @@ TEST(GpuOps, AttentionSinksMatchFloat64) {
 // want's sizes, uploaded on s.
 // The batch's keys, values, positions, blocks and sequences on the device, an
 // empty device cache, and q4 keys' stage filled as the backend fills it
-// (from `want` before it stored the batch: KvCache::key_group).
+// (gpu::kv_stage_fill, from `want` before it stored the batch).
 struct DeviceKvStore {
   int64_t n, key_bytes, value_bytes;
   gpu::Buffer kb, vb, pb, bb, kc, vc, stage, sb;
@@ -572,14 +572,7 @@ struct DeviceKvStore {
     s.upload(sb, b.seq.data(), static_cast<size_t>(n) * 4);
     s.fill_zero(kc, 0, static_cast<size_t>(key_bytes));
     s.fill_zero(vc, 0, static_cast<size_t>(value_bytes));
-    const size_t group = static_cast<size_t>(want.kv_dim() * KvCache::kKeyGroup);
-    for (int64_t t = 0; t < n; ++t) {
-      if (kv_side_type(want.type(), 0) != KvType::q4 || (t > 0 && b.seq[t] == b.seq[t - 1])) continue;
-      if (want.key_stage_holds(0, b.seq[t], b.pos[t])) continue;
-      std::vector<float> held(group);
-      want.key_group(0, b.seq[t], b.pos[t], held.data());
-      s.upload(stage, held.data(), group * 4, static_cast<size_t>(b.seq[t]) * group * 4);
-    }
+    if (kv_side_type(want.type(), 0) == KvType::q4) gpu::kv_stage_fill(s, stage, want, 0, b.seq.data(), b.pos.data(), n);
   }
   gpu::KvStoreOp op(int64_t kv_dim, int64_t head_dim, KvType type) {
     gpu::KvStoreOp o{&kb, &vb, &pb, &bb, &kc, &vc, n, kv_dim, head_dim, type};
