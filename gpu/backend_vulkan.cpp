@@ -86,7 +86,7 @@ class VulkanBackend final : public Backend {
     uploader.finish();
     // The KV cache's copy, per layer, when it fits beside the weights (else
     // attention stays on the CPU). A ringed sliding-window layer's copy
-    // holds its rings only (KvCache::layer_blocks), attention sinks' blocks included.
+    // holds the rings' pool only (KvCache::layer_blocks).
     if ((placement_.attn || placement_.all) && gpu::attention_supported(spec.head_dim, kv.type())) {
       const int64_t layers = gpu_layers_ >= 0 ? std::min<int64_t>(gpu_layers_, spec.n_layer) : spec.n_layer;
       auto layer_bytes = [&](int64_t l, int side) { return static_cast<size_t>(kv.layer_blocks(l) * kv.block_bytes(side)); };
@@ -154,8 +154,8 @@ class VulkanBackend final : public Backend {
     }
   }
 
-  void copy_kv_block(int32_t src, int32_t dst) override {
-    if (!keys_.empty()) kv_copies_.emplace_back(src, dst);  // recorded at the next batch's start, in its submission
+  void copy_kv_block(const KvBlockCopy& copy) override {
+    if (!keys_.empty()) kv_copies_.push_back(copy);  // recorded at the next batch's start, in its submission
   }
 
   void invalidate(int tensor) override {
@@ -268,12 +268,15 @@ class VulkanBackend final : public Backend {
   // A copy's destination is a block nobody has read yet, never another's source.
   void record_kv_copies(const KvCache& cache) {
     if (kv_copies_.empty()) return;
-    for (int kv = 0; kv < 2; ++kv) {
-      std::vector<gpu::Stream::Range> ranges;
-      const auto bb = static_cast<size_t>(cache.block_bytes(kv));
-      for (auto [src, dst] : kv_copies_) ranges.push_back({src * bb, dst * bb, bb});
-      for (const auto& layer : kv == 0 ? keys_ : values_) stream().copy(*layer, *layer, ranges);
-    }
+    for (int ringed = 0; ringed < (cache.ring_blocks() > 0 ? 2 : 1); ++ringed)  // the pool's layers, then the rings' (their own ids)
+      for (int kv = 0; kv < 2; ++kv) {
+        std::vector<gpu::Stream::Range> ranges;
+        const auto bb = static_cast<size_t>(cache.block_bytes(kv));
+        for (const KvBlockCopy& c : kv_copies_)
+          ranges.push_back(ringed ? gpu::Stream::Range{c.ring_src * bb, c.ring_dst * bb, bb} : gpu::Stream::Range{c.src * bb, c.dst * bb, bb});
+        for (size_t l = 0; l < keys_.size(); ++l)
+          if (cache.ringed(static_cast<int64_t>(l)) == (ringed == 1)) stream().copy(*(kv == 0 ? keys_ : values_)[l], *(kv == 0 ? keys_ : values_)[l], ranges);
+      }
     kv_copies_.clear();
   }
 
@@ -513,7 +516,7 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const std::vector<float>*, std::unique_ptr<gpu::Buffer>> vectors_;  // norm weights, biases
   std::vector<std::unique_ptr<gpu::Buffer>> keys_, values_;  // per layer: the cache's blocks, all sequences
   std::vector<std::unique_ptr<gpu::Buffer>> key_stages_;     // per layer, q4 keys: the groups being written (gpu::KvStoreOp)
-  std::vector<std::pair<int32_t, int32_t>> kv_copies_;         // (src, dst) blocks, for the next batch
+  std::vector<KvBlockCopy> kv_copies_;                         // for the next batch
   uint64_t weight_bytes_ = 0;
   int moe_layers_ = 0;  // whose router and experts are on the device
   std::unique_ptr<gpu::Stream> stream_;

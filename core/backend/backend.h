@@ -55,9 +55,9 @@ class Backend {
   // Someone else is about to read the tensor from RunContext::buf: if this
   // backend holds its newest contents elsewhere (a GPU), it copies them there now.
   virtual void sync_to_host(int tensor, RunContext& ctx) {}
-  // The KV cache's block src was copied over block dst (KvCache::copy_block):
-  // a backend holding its own copy of the cache does the same before its next batch.
-  virtual void copy_kv_block(int32_t src, int32_t dst) {}
+  // The KV cache copied a block (KvCache::copy_block): a backend holding its
+  // own copy of the cache does the same before its next batch.
+  virtual void copy_kv_block(const KvBlockCopy& copy) {}
   // False once the backend has failed (after it threw BackendFailed).
   virtual bool healthy() const { return true; }
   // The memory read bandwidth its kernels see, in GB/s, measured now (a few

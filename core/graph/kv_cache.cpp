@@ -97,19 +97,18 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type, i
     }
 }
 
-namespace {
 // Blocks a ring needs so that one run's positions and the window before the
 // first of them are all in it: window + run - 1 positions, on one more block
 // when they do not start at a block's start. n_ctx's blocks when that is no fewer.
 // Attention sinks (ModelSpec::attention_sinks) keep blocks of their own in front.
-int64_t ring_blocks_for(const ModelSpec& spec, int64_t n_ctx, int64_t run_tokens) {
-  const int64_t all = KvCache::blocks_for(n_ctx);
+int64_t KvCache::ring_blocks_for(const ModelSpec& spec, int64_t n_ctx, int64_t run_tokens) {
+  const int64_t all = blocks_for(n_ctx);
   if (spec.sliding_window <= 0 || run_tokens <= 0) return all;
-  return std::min(all, KvCache::blocks_for(spec.attention_sinks) + KvCache::blocks_for(spec.sliding_window + std::min(run_tokens, n_ctx) - 1) + 1);
+  return std::min(all, blocks_for(spec.attention_sinks) + blocks_for(spec.sliding_window + std::min(run_tokens, n_ctx) - 1) + 1);
 }
-}  // namespace
 
-KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens)
+KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens,
+                 int64_t ring_pool)
     : n_layer_(spec.n_layer), n_ctx_(n_ctx), kv_dim_(spec.kv_dim()), n_head_kv_(spec.n_head_kv),
       head_dim_(spec.head_dim), n_seq_(n_seq), type_(type), n_blocks_(n_blocks),
       run_tokens_(run_tokens > 0 ? std::min(run_tokens, n_ctx) : n_ctx), window_(spec.sliding_window),
@@ -117,11 +116,10 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
   if (n_ctx <= 0 || n_seq <= 0) throw Error("KV cache needs a positive context size and sequence count");
   if (n_blocks <= 0 || n_blocks > INT32_MAX) throw Error("KV cache needs a positive block count, got " + std::to_string(n_blocks));
   if (const std::string why = kv_type_unsupported(type, head_dim_); !why.empty()) throw Error(why);
-  const bool rings = ring_blocks_ < blocks_for(n_ctx);
-  if (rings && static_cast<int64_t>(n_seq) * ring_blocks_ > INT32_MAX) throw Error("KV cache: too many ring blocks");
+  ring_pool_ = ring_pool_for(spec, n_ctx, n_seq, n_blocks, run_tokens, ring_pool);
   for (int64_t l = 0; l < n_layer_; ++l) {
     spec_windowed_.push_back(spec.layer_windowed(l));
-    layer_at_.push_back(rings && spec.layer_windowed(l) ? ring_layers_++ : pool_layers_++);
+    layer_at_.push_back(ring_pool_ > 0 && spec.layer_windowed(l) ? ring_layers_++ : pool_layers_++);
   }
   data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
   if (kv_side_type(type, 0) == KvType::q4) {
@@ -134,12 +132,30 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
   if (ring_layers_ > 0) {
-    rings_.resize(static_cast<size_t>(n_seq));
-    for (int seq = 0; seq < n_seq; ++seq)
-      for (int64_t b = 0; b < blocks_for(n_ctx); ++b)
-        rings_[static_cast<size_t>(seq)].push_back(static_cast<int32_t>(
-            seq * ring_blocks_ + (b < sink_blocks_ ? b : sink_blocks_ + (b - sink_blocks_) % (ring_blocks_ - sink_blocks_))));
+    rings_.assign(static_cast<size_t>(n_seq), std::vector<int32_t>(static_cast<size_t>(blocks_for(n_ctx)), 0));
+    held_.resize(static_cast<size_t>(n_seq));
+    ring_of_.assign(static_cast<size_t>(n_blocks), -1);
+    ring_refs_.assign(static_cast<size_t>(ring_pool_), 0);
+    for (int64_t r = ring_pool_ - 1; r >= 0; --r) ring_free_.push_back(static_cast<int32_t>(r));
   }
+}
+
+int64_t KvCache::ring_pool_for(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, int64_t run_tokens,
+                               int64_t ring_pool) {
+  const int64_t ring = ring_blocks_for(spec, n_ctx, run_tokens);
+  if (ring >= blocks_for(n_ctx)) return 0;  // no rings
+  // A ring block belongs to one pool block: more than the pool's would never be used.
+  const int64_t blocks = std::min(n_blocks, std::max(ring, ring_pool > 0 ? ring_pool : n_seq * ring));
+  if (blocks > INT32_MAX) throw Error("KV cache: too many ring blocks");
+  return blocks;
+}
+
+size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens,
+                      int64_t ring_pool) {
+  const int64_t rings = ring_pool_for(spec, n_ctx, n_seq, n_blocks, run_tokens, ring_pool);
+  int64_t blocks = 0;
+  for (int64_t l = 0; l < spec.n_layer; ++l) blocks += rings > 0 && spec.layer_windowed(l) ? rings : n_blocks;
+  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type));
 }
 
 size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens) {
@@ -149,12 +165,117 @@ size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t
   return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type));
 }
 
-bool KvCache::can_resume(int64_t from, int64_t written) const {
-  if (ring_layers_ == 0 || from <= 0 || from >= written) return true;
-  // Past the sinks' blocks, block b of a ring holds the last block written
-  // with its residue: those of the ring's length up to written's last are intact.
-  const int64_t first = std::max(sink_blocks_, std::max<int64_t>(0, from - window_ + 1) / kBlock);
-  return first > (written - 1) / kBlock - (ring_blocks_ - sink_blocks_);
+bool KvCache::window_kept(const int32_t* blocks, int64_t begin) const {
+  if (ring_layers_ == 0 || begin <= 0) return true;
+  auto has = [&](int64_t b) { return ring_of_[static_cast<size_t>(blocks[b])] >= 0; };
+  for (int64_t b = 0; b < std::min(sink_blocks_, blocks_for(begin)); ++b)
+    if (!has(b)) return false;
+  for (int64_t b = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock); b < blocks_for(begin); ++b)
+    if (!has(b)) return false;
+  return true;
+}
+
+bool KvCache::can_resume(int seq, int64_t from) const {
+  const std::vector<int32_t>& t = table(seq);
+  return from <= 0 || (blocks_for(from) <= static_cast<int64_t>(t.size()) && window_kept(t.data(), from));
+}
+
+bool KvCache::hold_window(int seq, int64_t begin, int64_t end) {
+  if (ring_layers_ == 0) return true;
+  const std::vector<int32_t>& t = table(seq);
+  if (begin < 0 || end < begin || blocks_for(end) > static_cast<int64_t>(t.size()))
+    throw Error("internal: a window held for positions [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") outside the KV blocks of sequence " + std::to_string(seq));
+  if (begin == 0) drop_ring(seq);  // starting over: nothing before begin is read
+  Held& h = held_[static_cast<size_t>(seq)];
+  std::vector<int32_t>& ring = rings_[static_cast<size_t>(seq)];
+  // Wanted: [lo, hi), the window before begin to end, and the sinks. Kept
+  // besides, while the sequence holds no more than a ring's worth: the blocks
+  // before lo that it holds already (a later run may go back into them).
+  const int64_t lo = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock), hi = blocks_for(end);
+  const int64_t top = std::max(h.hi, hi), keep = std::clamp(top - (ring_blocks_ - sink_blocks_), sink_blocks_, lo);
+  const int64_t first = h.hi > 0 && h.lo <= lo && h.hi >= lo ? std::max(h.lo, keep) : lo;  // the held run, contiguous
+  for (int64_t b = std::max(h.lo, sink_blocks_); b < std::min(h.hi, first); ++b) {  // behind it: let go
+    unref_ring(t[static_cast<size_t>(b)]);
+    ring[static_cast<size_t>(b)] = 0;
+  }
+  h.lo = std::max(h.lo, first);
+  // The blocks wanted: the sinks' and [lo, hi). Those not held yet need a ring block:
+  // the one their block has still, or a new one where no position before begin is read.
+  int64_t missing = 0;
+  auto wanted = [&](auto&& each) {
+    for (int64_t b = 0; b < std::min(sink_blocks_, hi); ++b) each(b);
+    for (int64_t b = lo; b < hi; ++b) each(b);
+  };
+  wanted([&](int64_t b) {
+    if (holds(seq, b) || ring_of_[static_cast<size_t>(t[static_cast<size_t>(b)])] >= 0) return;
+    if (b * kBlock < begin)
+      throw Error("internal: the window before position " + std::to_string(begin) + " of sequence " + std::to_string(seq) +
+                  " is gone from its ring");
+    ++missing;
+  });
+  if (missing > free_ring_blocks()) return false;
+  wanted([&](int64_t b) {
+    if (holds(seq, b)) return;
+    const int32_t block = t[static_cast<size_t>(b)];
+    int32_t& r = ring_of_[static_cast<size_t>(block)];
+    if (r >= 0) {
+      ++ring_refs_[static_cast<size_t>(r)];
+    } else {
+      r = ring_free_.back();
+      ring_free_.pop_back();
+      ring_refs_[static_cast<size_t>(r)] = 1;
+    }
+    ring[static_cast<size_t>(b)] = r;
+  });
+  h.lo = first;
+  h.hi = top;
+  return true;
+}
+
+bool KvCache::hold_windows(const Batch& batch) {
+  if (ring_layers_ == 0) return true;
+  std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(n_seq_), {INT32_MAX, -1});
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    auto& [lo, hi] = span.at(static_cast<size_t>(batch.seq[i]));
+    lo = std::min(lo, batch.pos[i]), hi = std::max(hi, batch.pos[i]);
+    if (hi - lo >= run_tokens_)
+      throw Error("internal: a batch spans more than " + std::to_string(run_tokens_) + " positions of sequence " +
+                  std::to_string(batch.seq[i]) + ", more than its KV rings hold");
+  }
+  bool held = true;
+  for (int seq = 0; seq < n_seq_; ++seq) {
+    const auto [lo, hi] = span[static_cast<size_t>(seq)];
+    if (hi >= 0) held = hold_window(seq, lo, hi + 1) && held;
+  }
+  return held;
+}
+
+void KvCache::drop_ring(int seq) {
+  if (ring_layers_ == 0) return;
+  Held& h = held_.at(static_cast<size_t>(seq));
+  std::vector<int32_t>& ring = rings_[static_cast<size_t>(seq)];
+  const std::vector<int32_t>& t = table(seq);
+  for (int64_t b = 0; b < h.hi; ++b)
+    if (holds(seq, b)) {
+      unref_ring(t[static_cast<size_t>(b)]);
+      ring[static_cast<size_t>(b)] = 0;
+    }
+  h = {};
+}
+
+void KvCache::ref_ring(int32_t block) {
+  if (!has_ring(block)) throw Error("internal: KV block " + std::to_string(block) + " has no ring block");
+  ++ring_refs_[static_cast<size_t>(ring_of_[static_cast<size_t>(block)])];
+}
+
+void KvCache::unref_ring(int32_t block) {
+  if (!has_ring(block)) throw Error("internal: KV block " + std::to_string(block) + " has no ring block");
+  int32_t& r = ring_of_[static_cast<size_t>(block)];
+  if (--ring_refs_[static_cast<size_t>(r)] == 0) {
+    ring_free_.push_back(r);
+    r = -1;
+  }
 }
 
 int64_t KvCache::block_bytes(int64_t n_head_kv, int64_t head_dim, KvType cache_type, int kv) {
@@ -176,7 +297,6 @@ bool KvCache::grow(int seq) {
 }
 
 void KvCache::share(int seq, int32_t block) {
-  if (ring_layers_ > 0) throw Error("internal: a KV cache with rings cannot share blocks");
   std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
   if (static_cast<int64_t>(t.size()) >= blocks_for(n_ctx_)) throw Error("internal: KV block shared past a sequence's context");
   ref(block);
@@ -192,6 +312,7 @@ int64_t KvCache::largest_free_run() const {
 }
 
 void KvCache::release(int seq) {
+  drop_ring(seq);
   std::vector<int32_t>& t = tables_.at(static_cast<size_t>(seq));
   for (int32_t b : t) unref(b);
   t.clear();
@@ -207,20 +328,33 @@ void KvCache::ref(int32_t block) {
 void KvCache::unref(int32_t block) {
   int32_t& r = refs_.at(static_cast<size_t>(block));
   if (r <= 0) throw Error("internal: KV block " + std::to_string(block) + " released twice");
-  if (--r == 0) free_.push_back(block);
+  if (--r > 0) return;
+  free_.push_back(block);
+  if (ring_layers_ > 0 && ring_of_[static_cast<size_t>(block)] >= 0)  // its holders hold the block too
+    throw Error("internal: KV block " + std::to_string(block) + " freed with its ring block held");
 }
 
-void KvCache::copy_block(int32_t src, int32_t dst) {
-  if (ring_layers_ > 0) throw Error("internal: a KV cache with rings cannot copy blocks");
+KvBlockCopy KvCache::copy_block(int32_t src, int32_t dst) {
   if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_ || src == dst)
     throw Error("internal: KV block copy from " + std::to_string(src) + " to " + std::to_string(dst));
-  for (int64_t l = 0; l < n_layer_; ++l)
+  KvBlockCopy c{src, dst};
+  if (ring_layers_ > 0) {
+    if (!has_ring(src) || !has_ring(dst))
+      throw Error("internal: KV block copy from " + std::to_string(src) + " to " + std::to_string(dst) + " without their ring blocks");
+    c.ring_src = ring_of_[static_cast<size_t>(src)], c.ring_dst = ring_of_[static_cast<size_t>(dst)];
+  }
+  for (int64_t l = 0; l < n_layer_; ++l) {
+    const int32_t from = ringed(l) ? c.ring_src : src, to = ringed(l) ? c.ring_dst : dst;
     for (int kv = 0; kv < 2; ++kv) {
       uint8_t* base = const_cast<uint8_t*>(pool(kv, l));
-      std::memcpy(base + dst * block_bytes(kv), base + src * block_bytes(kv), static_cast<size_t>(block_bytes(kv)));
+      std::memcpy(base + to * block_bytes(kv), base + from * block_bytes(kv), static_cast<size_t>(block_bytes(kv)));
     }
-  for (KeyStage& st : stages_)  // dst's positions are the copy's now
-    if (st.block == dst) st = {};
+    for (int seq = 0; seq < n_seq_ && !stages_.empty(); ++seq) {  // the destination's positions are the copy's now
+      KeyStage& st = stages_[static_cast<size_t>(l * n_seq_ + seq)];
+      if (st.block == to) st = {};
+    }
+  }
+  return c;
 }
 
 const uint8_t* KvCache::pool(int kv, int64_t layer) const {
@@ -235,6 +369,8 @@ const uint8_t* KvCache::block_of(int kv, int64_t layer, int seq, int64_t pos) co
   const std::vector<int32_t>& t = table(seq);
   if (pos < 0 || pos / kBlock >= static_cast<int64_t>(t.size()))
     throw Error("internal: position " + std::to_string(pos) + " is outside the KV blocks of sequence " + std::to_string(seq));
+  if (ringed(layer) && !holds(seq, pos / kBlock))
+    throw Error("internal: position " + std::to_string(pos) + " of sequence " + std::to_string(seq) + " is outside its ring");
   return pool(kv, layer) + blocks(layer, seq)[pos / kBlock] * block_bytes(kv);
 }
 

@@ -27,15 +27,19 @@
 //
 // Rings: a sliding-window layer reads only its window, so when the caller
 // says how many positions of one sequence a run stores at most (run_tokens,
-// the executor's batch), each such layer keeps a ring of ring_blocks()
-// blocks per sequence instead, the most that a window and one run can span:
-// position p goes to the sequence's ring block (p / kBlock) % ring_blocks(),
-// over the position a ring's length before it, so the layer's memory stops
-// growing past its window (attention sinks, when the spec has them, keep
-// blocks of their own in front). Its table (blocks(layer, seq)) repeats the ring's
-// ids along n_ctx, so the kernels index it as any other. Ring blocks are
-// private to their sequence: a ringed cache cannot share blocks.
-//
+// the executor's batch), the sliding-window layers keep their blocks in a
+// pool of their own, the rings' (ring_pool_blocks(), n_seq rings of
+// ring_blocks() by default), and a sequence holds ring blocks only for the
+// blocks a run reads or writes: before each run, hold_window() takes them
+// for the blocks from the window before its first position to its last, and
+// lets go of those behind (attention sinks, when the spec has them, are held
+// for good). So those layers' memory stops growing past the window. A pool
+// block has at most one ring block, found by its id (ring_of_): sequences
+// sharing a block share its ring block too, each holding a reference, and a
+// prefix cache (core/runtime/prefix_cache.h) may keep one as well, so that a
+// later prompt starting alike finds the window before its first new position.
+// Table blocks(layer, seq) of a ringed layer gives each block index its ring
+// block (0 where seq holds none: the kernels never read there).
 // In a block, per KV head, the attention kernels read two contiguous runs
 // (the hardware prefetchers follow them; decode reads the whole cache once
 // per token):
@@ -62,6 +66,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/graph/batch.h"
 #include "core/model/model_spec.h"
 #include "quant/weight.h"
 
@@ -97,6 +102,12 @@ uint32_t quantize_kv_q4_keys(const float* x, int64_t n, uint8_t* code);
 // shaders/kv_store_q4.comp rounds the same way.
 uint16_t quantize_kv_q4(const float* x, uint8_t code[32]);
 
+// A block copy (KvCache::copy_block): pool block ids, and in the rings'
+// pool (the windowed layers', when ringed) theirs; -1 without rings.
+struct KvBlockCopy {
+  int32_t src, dst, ring_src = -1, ring_dst = -1;
+};
+
 class KvCache {
  public:
   static constexpr int64_t kBlock = 64;
@@ -110,14 +121,20 @@ class KvCache {
   // gives the sliding-window layers rings; 0 keeps every position.
   KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, KvType type = KvType::f16, int64_t run_tokens = 0);
   // Paged: n_blocks blocks shared by n_seq sequences of at most n_ctx
-  // positions each; every table starts empty (grow()).
-  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens = 0);
+  // positions each; every table starts empty (grow()). ring_pool: ring
+  // blocks for the windowed layers when they are ringed (0: n_seq rings of
+  // ring_blocks(); at least one ring, at most n_blocks).
+  KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens = 0,
+          int64_t ring_pool = 0);
+  // The blocks one sequence's ring needs: a window and one run of run_tokens
+  // positions (and attention sinks); n_ctx's blocks when that is no fewer (no rings).
+  static int64_t ring_blocks_for(const ModelSpec& spec, int64_t n_ctx, int64_t run_tokens);
 
   KvType type() const { return type_; }
   int64_t n_ctx() const { return n_ctx_; }  // the most positions one sequence may have
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return static_cast<size_t>((pool_layers_ * n_blocks_ + ring_layers_ * n_seq_ * ring_blocks_) * pair_bytes()); }
+  size_t bytes() const { return static_cast<size_t>((pool_layers_ * n_blocks_ + ring_layers_ * ring_pool_) * pair_bytes()); }
   // What one sequence of `positions` holds: its blocks' keys and values in every layer.
   size_t bytes_for(int64_t positions) const {
     return static_cast<size_t>((pool_layers_ * blocks_for(positions) + ring_layers_ * std::min(blocks_for(positions), ring_blocks_)) *
@@ -125,16 +142,42 @@ class KvCache {
   }
   // What one sequence of n_ctx positions holds in a cache made with this spec, type and run_tokens.
   static size_t bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens = 0);
+  // bytes() of a paged cache made with these arguments.
+  static size_t bytes(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, KvType type, int64_t run_tokens,
+                      int64_t ring_pool);
   // The most positions of one sequence a run may store (n_ctx when made without run_tokens).
   int64_t run_tokens() const { return run_tokens_; }
-  // Blocks in a ringed layer's ring (0: no layer is ringed), and whether `layer` is.
+  // Ring blocks one sequence holds at most (0: no layer is ringed), and whether `layer` is.
   int64_t ring_blocks() const { return ring_layers_ > 0 ? ring_blocks_ : 0; }
   bool ringed(int64_t layer) const { return ring_layers_ > 0 && spec_windowed_.at(static_cast<size_t>(layer)); }
-  // Whether a run may continue a sequence at position `from` (dropping what
-  // is past it) after positions [0, written) were stored: a ring overwrites
-  // old positions, so going back further than a ring's length less the
-  // window leaves windows with holes, and the sequence must start over.
-  bool can_resume(int64_t from, int64_t written) const;
+  // Makes seq hold the ring blocks that a run storing positions [begin, end)
+  // reads and writes (its table must reach end): the window before begin (and
+  // the sinks), kept or taken again where a ring block of theirs is still
+  // held (by a prefix cache), and new ones for blocks that never had one; it
+  // lets go of those behind the window. begin = 0 starts over. False, when
+  // too few ring blocks are free, after letting go (then free some and call
+  // again). Error when the window before begin is gone (see can_resume()).
+  // No-op without rings.
+  bool hold_window(int seq, int64_t begin, int64_t end);
+  // hold_window() for each sequence of a batch, over its positions there
+  // (at most run_tokens() of them: Error otherwise). False as it is.
+  bool hold_windows(const Batch& batch);
+  // Whether seq may continue at position `from` (dropping what is past it):
+  // its windowed layers still have the window before `from` (ring blocks
+  // let go of may hold other blocks' positions now).
+  bool can_resume(int seq, int64_t from) const;
+  // Whether the pool blocks `blocks` (positions from 0, at least up to begin)
+  // still have the ring blocks that hold the window before position begin
+  // (and the sinks): a prefix cache's blocks a run from begin can continue.
+  bool window_kept(const int32_t* blocks, int64_t begin) const;
+  // The rings' pool: its size, free ring blocks, and per pool block whether
+  // it has one and the references to it (its sequences', a prefix cache's).
+  int64_t ring_pool_blocks() const { return ring_layers_ > 0 ? ring_pool_ : 0; }
+  int64_t free_ring_blocks() const { return static_cast<int64_t>(ring_free_.size()); }
+  bool has_ring(int32_t block) const { return ring_layers_ > 0 && ring_of_.at(static_cast<size_t>(block)) >= 0; }
+  int ring_refs(int32_t block) const { return has_ring(block) ? ring_refs_[static_cast<size_t>(ring_of_[static_cast<size_t>(block)])] : 0; }
+  void ref_ring(int32_t block);    // only a block that has one
+  void unref_ring(int32_t block);  // the ring block is free again at zero
   // Bytes of one block of keys (kv = 0) or of values (kv = 1) of one layer:
   // kBlock positions of every KV head. The same for both unless k8v4.
   static int64_t block_bytes(int64_t n_head_kv, int64_t head_dim, KvType type, int kv = 0);
@@ -163,9 +206,9 @@ class KvCache {
 
   // The pool.
   int64_t n_blocks() const { return n_blocks_; }
-  // Blocks in layer's keys (values): the pool's, or n_seq rings.
-  int64_t layer_blocks(int64_t layer) const { return ringed(layer) ? n_seq_ * ring_blocks_ : n_blocks_; }
-  // The table layer's attention reads for seq: table(seq), or its ring's ids, blocks_for(n_ctx) of them.
+  // Blocks in layer's keys (values): the pool's, or the rings'.
+  int64_t layer_blocks(int64_t layer) const { return ringed(layer) ? ring_pool_ : n_blocks_; }
+  // The table layer's attention reads for seq: table(seq), or its ring blocks, blocks_for(n_ctx) of them.
   const int32_t* blocks(int64_t layer, int seq) const {
     return (ringed(layer) ? rings_ : tables_).at(static_cast<size_t>(seq)).data();
   }
@@ -193,8 +236,9 @@ class KvCache {
   // Copies block src's keys and values, every layer, over block dst's: a
   // sequence starting with part of a cached block takes a copy of it and
   // writes its own positions after the shared ones (core/runtime/prefix_cache.h).
-  // Only a cache without rings (those that share blocks).
-  void copy_block(int32_t src, int32_t dst);
+  // With rings, both must have ring blocks (hold_window() gives dst its own).
+  // Returns the ids it copied, for a backend's copy of the cache.
+  KvBlockCopy copy_block(int32_t src, int32_t dst);
 
   // Stores the key and value of (layer, seq, pos), [kv_dim] f32 each, rounded
   // to the cache's type (f16: to nearest even, as core/util/half.h). pos must
@@ -258,6 +302,18 @@ class KvCache {
     int32_t block = -1;
   };
   int64_t pair_bytes() const { return block_bytes(0) + block_bytes(1); }
+  // The rings' pool of a cache made with these arguments (0: no rings).
+  static int64_t ring_pool_for(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, int64_t run_tokens,
+                               int64_t ring_pool);
+  // The block indices of seq whose ring blocks it holds: the sinks' below hi, and [lo, hi).
+  struct Held {
+    int64_t lo = 0, hi = 0;
+  };
+  bool holds(int seq, int64_t b) const {
+    const Held& h = held_[static_cast<size_t>(seq)];
+    return b < h.hi && (b < sink_blocks_ || b >= h.lo);
+  }
+  void drop_ring(int seq);  // lets go of every ring block seq holds
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;
   void read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const;
 
@@ -266,12 +322,16 @@ class KvCache {
   KvType type_;
   int64_t n_blocks_;
   int64_t run_tokens_, window_, ring_blocks_, sink_blocks_;  // a ring: its attention sinks' blocks, then the window's
+  int64_t ring_pool_ = 0;
   std::vector<bool> spec_windowed_;  // per layer: the spec's sliding window applies
   int64_t pool_layers_ = 0, ring_layers_ = 0;
   std::vector<int64_t> layer_at_;  // per layer: its index among the pool's layers or the rings'
   AlignedBytes data_;  // the pool's layers' blocks, then the rings' layers'
   std::vector<std::vector<int32_t>> tables_;
-  std::vector<std::vector<int32_t>> rings_;  // per sequence: seq * ring_blocks_ + b % ring_blocks_ for every block b
+  std::vector<std::vector<int32_t>> rings_;  // per sequence: the ring block of each block index (0 where not held)
+  std::vector<Held> held_;                   // per sequence
+  std::vector<int32_t> ring_of_;             // per pool block: its ring block, -1 when none
+  std::vector<int32_t> ring_refs_, ring_free_;  // per ring block; free ones, taken from the back
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;  // taken from the back: the lowest ids first
   std::vector<KeyStage> stages_;  // q4 keys: [layer][seq]

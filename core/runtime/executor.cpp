@@ -77,16 +77,8 @@ void Executor::begin(const Batch& batch) {
       throw Error("internal: position " + std::to_string(batch.pos[i]) + " of sequence " + std::to_string(batch.seq[i]) +
                   " has no KV block");
   }
-  if (kv_.ring_blocks() > 0) {  // a ring holds one run's positions of a sequence and the window before them
-    std::vector<std::pair<int32_t, int32_t>> span(static_cast<size_t>(kv_.n_seq()), {INT32_MAX, -1});
-    for (int64_t i = 0; i < n; ++i) {
-      auto& [lo, hi] = span[static_cast<size_t>(batch.seq[i])];
-      lo = std::min(lo, batch.pos[i]), hi = std::max(hi, batch.pos[i]);
-      if (hi - lo >= kv_.run_tokens())
-        throw Error("internal: a batch spans more than " + std::to_string(kv_.run_tokens()) + " positions of sequence " +
-                    std::to_string(batch.seq[i]) + ", more than its KV rings hold");
-    }
-  }
+  if (!kv_.hold_windows(batch))  // a scheduler holds them first, freeing ring blocks as needed
+    throw Error("internal: too few free ring blocks for the sliding-window layers of the batch");
   ctx_.batch = &batch;
   ctx_.out_rows.clear();
   for (int64_t i = 0; i < n; ++i)
@@ -154,8 +146,8 @@ float* Executor::tensor(int t) {
 }
 
 void Executor::copy_kv_block(int32_t src, int32_t dst) {
-  kv_.copy_block(src, dst);
-  for (auto& b : backends_) b->copy_kv_block(src, dst);
+  const KvBlockCopy copy = kv_.copy_block(src, dst);
+  for (auto& b : backends_) b->copy_kv_block(copy);
 }
 
 void Executor::run_layers(const Batch& batch, int first, int last) {

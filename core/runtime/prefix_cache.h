@@ -11,6 +11,12 @@
 // reused: a block whose parent was evicted can no longer be found (and goes
 // in its turn).
 //
+// With rings (the sliding-window layers' own pool, core/graph/kv_cache.h),
+// an entry also keeps its block's ring block while it can: a match ends only
+// where the window before its end is still there, and when the rings' pool
+// runs dry, the least recently used entries let go of their ring blocks
+// first (evict_ring()), keeping their blocks for longer matches.
+//
 // Past the last whole block a prompt shares, the entry after it that starts
 // most like the prompt's rest (partial()) gives a copy of itself: a system
 // prompt or a chat's history rarely ends on a block's edge, and the copy of a
@@ -39,10 +45,12 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   // Gives seq (whose table must be empty) the cached blocks that hold
-  // tokens[0, 64 k) for the largest k <= max_blocks. The cursor says how many.
+  // tokens[0, 64 k) for the largest k <= max_blocks (with rings: whose window
+  // before 64 k is still held). The cursor says how many.
   Cursor attach(int seq, const int32_t* tokens, int64_t n_tokens, int64_t max_blocks);
   // The listed block after the cursor whose first tokens match the most of
   // tokens[0, n) (n <= 64), and how many match; {-1, 0} when none does.
+  // With rings, only a block that still has its ring block.
   struct Partial {
     int32_t block = -1;
     int64_t tokens = 0;
@@ -56,6 +64,8 @@ class PrefixCache {
   void insert_tail(const Cursor& cursor, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table);
   // Frees the least recently used block that only the cache holds; false when there is none.
   bool evict();
+  // Frees the least recently used ring block that only the cache holds; false when there is none.
+  bool evict_ring();
   // Blocks listed, and of those the ones only the cache holds (evict() can free them).
   int64_t blocks() const { return static_cast<int64_t>(entries_.size()); }
   int64_t evictable() const;
@@ -66,7 +76,10 @@ class PrefixCache {
     int32_t block;
     uint64_t last_used;
     std::vector<int32_t> tokens;  // 64, or fewer for a sequence's last block (found by partial() only)
+    bool ring = false;            // holds a reference to the block's ring block
   };
+  void keep_ring(Entry& e);        // a reference to its block's ring block, when it has one
+  void drop(const Entry& e);       // its references go
   static uint64_t key(uint64_t parent, const int32_t* tokens);
   // The entry for these tokens after parent; 0 when there is none.
   uint64_t find(uint64_t parent, const int32_t* tokens) const;

@@ -9,6 +9,8 @@ namespace basalt {
 
 namespace {
 constexpr int64_t B = KvCache::kBlock;
+// The most positions of one sequence a step runs.
+int64_t run_tokens(const SchedulerOptions& opt) { return std::max<int64_t>(opt.step_tokens, opt.max_running); }
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -29,13 +31,30 @@ struct Scheduler::Sequence {
   std::chrono::steady_clock::time_point admitted, first_token;
 };
 
+namespace {
+// The KV pool's blocks, and the rings' (sliding-window layers,
+// core/graph/kv_cache.h): a ring per running request, and as many again for
+// the prefix cache to keep the windows of earlier prompts in.
+int64_t pool_blocks(const SchedulerOptions& opt) {
+  return opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx));
+}
+int64_t ring_pool(const ModelSpec& spec, const SchedulerOptions& opt) {
+  const int64_t ring = KvCache::ring_blocks_for(spec, std::max<int64_t>(1, opt.slot_ctx), run_tokens(opt));
+  return (opt.prefix_cache ? 2 : 1) * std::max(1, opt.max_running) * ring;
+}
+}  // namespace
+
+size_t Scheduler::kv_bytes(const ModelSpec& spec, const SchedulerOptions& opt) {
+  return KvCache::bytes(spec, std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running), pool_blocks(opt), opt.kv_type,
+                        run_tokens(opt), ring_pool(spec, opt));
+}
+
 Scheduler::Scheduler(const Model& model, const SchedulerOptions& opt)
     : model_(model),
       opt_(opt),
-      kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running),
-          opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx)),
-          opt.kv_type, opt.prefix_cache ? 0 : std::max<int64_t>(opt.step_tokens, opt.max_running)),
-      executor_(model, kv_, std::max<int64_t>(opt.step_tokens, opt.max_running), opt.offload) {
+      kv_(model.spec(), std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running), pool_blocks(opt), opt.kv_type,
+          run_tokens(opt), ring_pool(model.spec(), opt)),
+      executor_(model, kv_, run_tokens(opt), opt.offload) {
   if (opt.max_running < 1 || opt.slot_ctx < 1 || opt.step_tokens < 1)
     throw Error("scheduler: max_running, slot_ctx and step_tokens must be at least 1");
   if (opt.prefix_cache) prefix_ = std::make_unique<PrefixCache>(kv_);
@@ -130,11 +149,18 @@ void Scheduler::start(Sequence& s) {
   const int64_t n = static_cast<int64_t>(s.context.size()), cacheable = s.next_token >= 0 ? n : n - 1;
   s.cursor = prefix_->attach(s.slot, s.context.data(), n, cacheable / B);
   s.computed = s.cursor.blocks * B;
-  // Then a copy of the cached block that starts most like the rest, if a block is free for it.
+  if (!kv_.hold_window(s.slot, s.computed, s.computed))  // the ring blocks attach() found: none new
+    throw Error("internal: the prefix cache's window needs new ring blocks");
+  // Then a copy of the cached block that starts most like the rest, if a block (and a ring block) is free for it.
   const PrefixCache::Partial part = prefix_->partial(s.cursor, s.context.data() + s.computed, cacheable - s.computed);
   if (part.tokens > 0 && kv_.grow(s.slot)) {
-    executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
-    s.computed += part.tokens;
+    bool held;
+    while (!(held = kv_.hold_window(s.slot, s.computed, s.computed + 1)) && prefix_->evict_ring()) {
+    }
+    if (held) {
+      executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
+      s.computed += part.tokens;
+    }
   }
 }
 
@@ -216,8 +242,8 @@ void Scheduler::preempt(Sequence& s) {
   running_.erase(it);
 }
 
-bool Scheduler::free_a_block(int64_t younger_than) {
-  if (prefix_ && prefix_->evict()) return true;
+bool Scheduler::free_a_block(int64_t younger_than, bool ring) {
+  if (prefix_ && (ring ? prefix_->evict_ring() : prefix_->evict())) return true;
   Sequence* victim = nullptr;
   for (auto& r : running_)
     if (r->order > younger_than && (!victim || r->order > victim->order)) victim = r.get();
@@ -226,10 +252,13 @@ bool Scheduler::free_a_block(int64_t younger_than) {
   return true;
 }
 
-bool Scheduler::reserve(Sequence& s, int64_t positions, int64_t limit) {
+int64_t Scheduler::reserve(Sequence& s, int64_t positions, int64_t limit) {
   while (kv_.capacity(s.slot) < positions)
-    if (!kv_.grow(s.slot) && !free_a_block(limit)) return false;
-  return true;
+    if (!kv_.grow(s.slot) && !free_a_block(limit, false)) break;
+  const int64_t end = std::min(positions, kv_.capacity(s.slot));
+  while (!kv_.hold_window(s.slot, s.computed, end))  // the sliding-window layers' ring blocks for them
+    if (!free_a_block(limit, true)) return s.computed;
+  return end;
 }
 
 bool Scheduler::step() {
@@ -245,7 +274,7 @@ bool Scheduler::step() {
   auto alive = [](const Sequence* s) { return s->slot >= 0; };
   auto decoding = [](const Sequence& s) { return s.next_token >= 0 && s.computed == static_cast<int64_t>(s.context.size()); };
   for (Sequence* s : order)
-    if (alive(s) && decoding(*s) && !reserve(*s, s->computed + 1, s->order)) preempt(*s);
+    if (alive(s) && decoding(*s) && reserve(*s, s->computed + 1, s->order) <= s->computed) preempt(*s);
   int64_t budget = opt_.step_tokens;
   for (Sequence* s : order)
     if (alive(s) && decoding(*s)) --budget;
@@ -253,9 +282,7 @@ bool Scheduler::step() {
   for (Sequence* s : order) {
     const int64_t left = static_cast<int64_t>(s->context.size()) - s->computed;
     if (!alive(s) || left == 0 || budget <= 0) continue;
-    int64_t want = std::min(budget, left);
-    reserve(*s, s->computed + want, s->order);  // as much of it as it can get
-    want = std::min(want, kv_.capacity(s->slot) - s->computed);
+    const int64_t want = reserve(*s, s->computed + std::min(budget, left), s->order) - s->computed;  // as much as it can get
     if (want <= 0) continue;
     chunks.emplace_back(s, want);
     budget -= want;
@@ -320,6 +347,8 @@ void Scheduler::publish() {
   st.kv_free_blocks = kv_.free_blocks();
   st.kv_largest_free_run = kv_.largest_free_run();
   st.kv_cached_blocks = prefix_ ? prefix_->blocks() : 0;
+  st.kv_ring_blocks = kv_.ring_pool_blocks();
+  st.kv_free_ring_blocks = kv_.free_ring_blocks();
   st.kv_used_positions = 0;
   for (const auto& s : running_) st.kv_used_positions += s->computed;
   std::lock_guard<std::mutex> lock(mutex_);

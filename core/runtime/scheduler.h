@@ -15,6 +15,9 @@
 // tokens so far) when there is room; its output goes on where it stopped.
 // With the prefix cache (core/runtime/prefix_cache.h), a request whose
 // prompt starts with blocks an earlier one computed takes them instead.
+// Sliding-window layers keep rings (their own pool of blocks, a ring per
+// request and as many again for the prefix cache): their memory stops at the
+// window whatever the context.
 //
 // submit() and cancel() may be called from any thread; step() from one
 // thread at a time (the text and done callbacks run on it).
@@ -63,6 +66,7 @@ struct SchedulerStats {
   int running = 0;                  // in the running batch
   int64_t kv_blocks = 0, kv_free_blocks = 0, kv_largest_free_run = 0;
   int64_t kv_cached_blocks = 0;     // listed by the prefix cache (some also held by requests)
+  int64_t kv_ring_blocks = 0, kv_free_ring_blocks = 0;  // the sliding-window layers' rings (0: none)
   int64_t kv_used_positions = 0;    // positions the running requests hold
   int64_t preemptions = 0;          // so far
   int64_t prefix_hits = 0;          // requests that took blocks from the prefix cache, so far
@@ -103,6 +107,8 @@ class Scheduler {
   int64_t last_batch_tokens() const { return last_batch_tokens_; }
   const SchedulerOptions& options() const { return opt_; }
   size_t kv_bytes() const { return kv_.bytes(); }
+  // What a scheduler made with these options allocates for its KV pool.
+  static size_t kv_bytes(const ModelSpec& spec, const SchedulerOptions& opt);
   const KvCache& kv() const { return kv_; }  // tests read its reference counts
 
  private:
@@ -113,11 +119,13 @@ class Scheduler {
   void start(Sequence& s);             // a slot, and the blocks the prefix cache has of its context
   void release_slot(Sequence& s);      // its blocks and slot go back; it computes everything again
   void finish(Sequence& s);
-  // Grows s's table to hold `positions`, evicting cached blocks and then
+  // Grows s's table to hold `positions` (and holds the ring blocks of its
+  // sliding-window layers for them), evicting cached blocks and then
   // preempting running requests younger than admission order `limit` (never
-  // s itself) for them. False when it could not.
-  bool reserve(Sequence& s, int64_t positions, int64_t limit);
-  bool free_a_block(int64_t younger_than);  // evicts or preempts; false when neither can
+  // s itself) for them. Returns the positions it can run to now (s.computed: none).
+  int64_t reserve(Sequence& s, int64_t positions, int64_t limit);
+  // Evicts a cached block (ring: a cached ring block) or preempts; false when neither can.
+  bool free_a_block(int64_t younger_than, bool ring);
   void preempt(Sequence& s);
   void publish();      // running_ids_ and stats_ from the state
   void retire_done();  // ends (on_done, blocks freed) the running requests that are done

@@ -36,7 +36,7 @@ size_t Session::kept_prefix(const std::vector<int32_t>& tokens) const {
   size_t keep = 0;
   while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
   if (keep == tokens.size() && keep > 0) --keep;  // recompute the last token to get its logits
-  if (!kv_.can_resume(static_cast<int64_t>(keep), written_)) keep = 0;  // a ring wrote over the window before keep
+  if (!kv_.can_resume(0, static_cast<int64_t>(keep))) keep = 0;  // a ring let go of the window before keep
   return keep;
 }
 
@@ -47,7 +47,6 @@ const float* Session::set_context(const std::vector<int32_t>& tokens) {
                 std::to_string(n_ctx()) + " (raise it with --ctx-size)");
   check_kv_budget(static_cast<int64_t>(tokens.size()));
   const size_t keep = kept_prefix(tokens);
-  if (keep == 0) written_ = 0;
   tokens_.resize(keep);
   const float* logits = nullptr;
   for (size_t i = keep; i < tokens.size();) {
@@ -56,7 +55,6 @@ const float* Session::set_context(const std::vector<int32_t>& tokens) {
     for (size_t j = i; j < end; ++j) batch_.add(tokens[j], static_cast<int32_t>(j), 0, j + 1 == tokens.size());
     logits = executor_.run(batch_);
     tokens_.insert(tokens_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i), tokens.begin() + static_cast<std::ptrdiff_t>(end));
-    written_ = std::max(written_, static_cast<int64_t>(end));
     i = end;
   }
   return logits;
@@ -69,7 +67,6 @@ const float* Session::append(int32_t token) {
   batch_.add(token, static_cast<int32_t>(tokens_.size()), 0, true);
   const float* logits = executor_.run(batch_);
   tokens_.push_back(token);
-  written_ = std::max(written_, static_cast<int64_t>(tokens_.size()));
   return logits;
 }
 

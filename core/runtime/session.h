@@ -50,7 +50,6 @@ class Session {
   Executor executor_;
   Batch batch_;
   std::vector<int32_t> tokens_;
-  int64_t written_ = 0;  // positions [0, written_) were stored since the cache last started over (KvCache::can_resume)
   size_t kv_budget_ = 0;
 
   void check_kv_budget(int64_t positions) const;

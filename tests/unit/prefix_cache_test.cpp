@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The prefix cache on a bare KV pool: whole-prefix matches, the best partial
 // block after them (an ended sequence's last block too), references counted,
-// least recently used blocks evicted first, and a block whose parent was
-// evicted never matched again.
+// least recently used blocks evicted first, a block whose parent was
+// evicted never matched again, and with rings the window before a match's end.
 #include "core/runtime/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -151,6 +151,68 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedBlocksNoOneElseHolds) {
   EXPECT_FALSE(cache.evict());
   EXPECT_EQ(cache.blocks(), 0);
   EXPECT_EQ(kv.free_blocks(), 8);
+}
+
+// Sequence seq continues from the cache's blocks of t as a scheduler runs it
+// with rings: its window held, then runs of a block, each listed as it ends.
+PrefixCache::Cursor fill_ringed(KvCache& kv, PrefixCache& cache, int seq, const std::vector<int32_t>& t, int64_t max_blocks) {
+  const auto n = static_cast<int64_t>(t.size());
+  PrefixCache::Cursor c = cache.attach(seq, t.data(), n, max_blocks);
+  EXPECT_TRUE(kv.hold_window(seq, c.blocks * B, c.blocks * B));
+  for (int64_t p0 = c.blocks * B; p0 < n; p0 += B) {
+    EXPECT_TRUE(kv.grow(seq));
+    EXPECT_TRUE(kv.hold_window(seq, p0, p0 + B));
+    cache.insert(c, t.data(), p0 + B, kv.table(seq));
+  }
+  return c;
+}
+
+// With rings (every layer windowed, 100 positions; runs of a block): an entry
+// keeps its block's ring block; a match ends only where the window before its
+// end is still held; evict_ring() lets go of the least recently used ring
+// block only the cache holds, the block staying listed; a sequence that
+// computes a listed block again gives the entry a ring block back; and
+// partial() copies only from a block that has one.
+TEST(PrefixCache, RingsKeepTheWindowBeforeAMatchsEnd) {
+  ModelSpec spec = tiny_spec();
+  spec.sliding_window = 100;
+  KvCache kv(spec, 8 * B, 2, 16, KvType::f16, B, 8);
+  ASSERT_EQ(kv.ring_blocks(), 3 + 1);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(4 * B, 100);
+  fill_ringed(kv, cache, 0, a, 0);
+  kv.release(0);
+  EXPECT_EQ(cache.blocks(), 4);
+  EXPECT_EQ(kv.free_ring_blocks(), 8 - 4);  // the cache's: every block listed had one then
+  EXPECT_EQ(cache.attach(1, a.data(), 4 * B, 2).blocks, 2);  // blocks 0 and 1 used last
+  kv.release(1);
+  ASSERT_TRUE(cache.evict_ring());  // block 2's
+  EXPECT_EQ(cache.blocks(), 4);
+  EXPECT_EQ(kv.free_ring_blocks(), 8 - 3);
+  // 4 blocks need the window 157..255 (blocks 2, 3), 3 need 93..191 (1, 2); 2 need 29..127.
+  PrefixCache::Cursor c = fill_ringed(kv, cache, 1, a, 4);
+  EXPECT_EQ(c.blocks, 4);
+  EXPECT_TRUE(kv.has_ring(kv.table(1)[2]));  // computed again, and listed with its ring block
+  const int32_t again = kv.table(1)[2];
+  kv.release(1);
+  PrefixCache::Cursor d = cache.attach(0, a.data(), 4 * B, 4);
+  EXPECT_EQ(d.blocks, 4);
+  EXPECT_EQ(kv.table(0)[2], again);
+  kv.release(0);
+
+  // partial(): block 3 used least recently; without its ring block it is no source.
+  PrefixCache::Cursor three = cache.attach(1, a.data(), 3 * B, 3);
+  ASSERT_EQ(three.blocks, 3);
+  EXPECT_EQ(cache.partial(three, a.data() + 3 * B, 30).tokens, 30);
+  kv.release(1);
+  ASSERT_EQ(cache.attach(1, a.data(), 3 * B, 3).blocks, 3);  // 0-2 used again after 3
+  kv.release(1);
+  ASSERT_TRUE(cache.evict_ring());
+  EXPECT_EQ(cache.partial(three, a.data() + 3 * B, 30).tokens, 0);
+  while (cache.evict()) {
+  }
+  EXPECT_EQ(kv.free_blocks(), 16);
+  EXPECT_EQ(kv.free_ring_blocks(), 8);
 }
 
 }  // namespace

@@ -89,6 +89,12 @@ void expect_blocks_returned(const Scheduler& sched) {
   EXPECT_EQ(kv.free_blocks() + cached_only, kv.n_blocks());
   EXPECT_EQ(cached_only, sched.stats().kv_cached_blocks);
   for (int seq = 0; seq < kv.n_seq(); ++seq) EXPECT_EQ(kv.capacity(seq), 0) << "sequence " << seq;
+  int64_t cached_rings = 0;  // ring blocks: only the cache's are left, on blocks it holds
+  for (int32_t b = 0; b < kv.n_blocks(); ++b) {
+    EXPECT_LE(kv.ring_refs(b), kv.refs(b)) << "block " << b;
+    cached_rings += kv.has_ring(b);
+  }
+  EXPECT_EQ(kv.free_ring_blocks() + cached_rings, kv.ring_pool_blocks());
 }
 
 class SchedulerTest : public ::testing::Test {
@@ -207,27 +213,52 @@ TEST_F(SchedulerTest, TinyPoolPreemptsAndEveryRequestCompletes) {
 }
 
 // A windowed model (the tiny one with a window of 40 and 4 attention sinks)
-// with the prefix cache off keeps rings (3 blocks and the sinks' for
-// 32-token steps, where a request reaches 210 positions): each request's
-// greedy text is the one it gets with the prefix cache on, which keeps every
-// position.
+// keeps rings (3 blocks and the sinks' for 32-token steps, where a request
+// reaches 270 positions), with the prefix cache off and on: each request's
+// greedy text is the one it gets where steps are too long for rings (every
+// position kept). With the prefix cache, the requests after the first take
+// the blocks of their shared 150-token system prompt and, from the cache's
+// ring blocks, the window before its end.
 TEST_F(SchedulerTest, WindowedModelRingsGiveTheSameText) {
   LoadOptions load;
   load.attention_sinks = 4, load.window = 40;
   const auto windowed = Model::load(test::make_tiny_model("scheduler_rings"), load);
-  const auto prompts = random_prompts(5, 4, 130, 7);
+  std::mt19937 rng(5);
+  const int32_t vocab = static_cast<int32_t>(windowed->tokenizer().n_vocab());
+  const std::vector<int32_t> system = random_prompt(rng, 150, vocab);
+  std::vector<std::vector<int32_t>> first{system}, rest;
+  for (int i = 0; i < 4; ++i) {
+    rest.push_back(system);
+    const std::vector<int32_t> question = random_prompt(rng, 4 + 7 * i, vocab);
+    rest.back().insert(rest.back().end(), question.begin(), question.end());
+  }
+  rest.push_back(random_prompt(rng, 60, vocab));  // and one that shares nothing
   const GenerateOptions opt = greedy(60);
-  SchedulerOptions so = options(3, 512, 32);
-  Scheduler kept(*windowed, so);
+  SchedulerOptions whole = options(3, 512, 512);  // a ring would need more blocks than a context
+  whole.prefix_cache = false;
+  Scheduler kept(*windowed, whole);
   ASSERT_EQ(kept.kv().ring_blocks(), 0);
-  const std::vector<Outcome> want = run_all(kept, prompts, opt);
-  so.prefix_cache = false;
-  Scheduler ringed(*windowed, so);
-  ASSERT_EQ(ringed.kv().ring_blocks(), 1 + 3);
-  const std::vector<Outcome> got = run_all(ringed, prompts, opt);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got[i].stats.n_generated, 60) << "request " << i;
-    EXPECT_EQ(got[i].text, want[i].text) << "request " << i;
+  const std::vector<Outcome> want_first = run_all(kept, first, opt), want = run_all(kept, rest, opt);
+  for (bool prefix : {false, true}) {
+    SchedulerOptions so = options(3, 512, 32);
+    so.prefix_cache = prefix;
+    Scheduler ringed(*windowed, so);
+    ASSERT_EQ(ringed.kv().ring_blocks(), 1 + 3);
+    EXPECT_EQ(ringed.kv().ring_pool_blocks(), (prefix ? 2 : 1) * 3 * (1 + 3));  // a ring per request, twice with the cache
+    if (!prefix) {
+      EXPECT_EQ(ringed.kv_bytes() * 2, kept.kv_bytes());  // every layer windowed: 12 blocks, not 24
+    }
+    EXPECT_EQ(run_all(ringed, first, opt)[0].text, want_first[0].text);
+    const std::vector<Outcome> got = run_all(ringed, rest, opt);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      EXPECT_EQ(got[i].stats.n_generated, 60) << "request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "request " << i << (prefix ? ", prefix cache" : "");
+    }
+    if (prefix) {
+      EXPECT_EQ(ringed.stats().prefix_hits, 4);
+      EXPECT_GE(ringed.stats().prefix_hit_tokens, 4 * 150);  // whole blocks and a copy of the third
+    }
+    expect_blocks_returned(ringed);
   }
 }
 
@@ -326,6 +357,40 @@ TEST_F(SchedulerTest, GpuAttentionCopiesPartlySharedBlocks) {
   run_all(sched, {base}, opt);
   for (size_t i = 0; i < forks.size(); ++i) EXPECT_EQ(run_all(sched, {forks[i]}, opt)[0].text, want[i].text) << "fork " << i;
   EXPECT_EQ(sched.stats().prefix_hit_tokens, 100 + 130 + 160);  // whole blocks and copies
+  expect_blocks_returned(sched);
+}
+
+// The same with the windowed model's rings: the device's copy of the cache
+// copies the ring blocks of the sliding-window layers too (their own ids).
+TEST_F(SchedulerTest, GpuAttentionCopiesRingBlocks) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  LoadOptions load;
+  load.attention_sinks = 4, load.window = 40;
+  const auto windowed = Model::load(test::make_tiny_model("scheduler_gpu_rings"), load);
+  std::mt19937 rng(9);
+  const std::vector<int32_t> base = random_prompt(rng, 200, static_cast<int32_t>(windowed->tokenizer().n_vocab()));
+  std::vector<std::vector<int32_t>> forks;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> p(base.begin(), base.begin() + 100 + 30 * i);
+    for (int j = 0; j < 12; ++j) p.push_back(3 + 5 * i + j);
+    forks.push_back(p);
+  }
+  const GenerateOptions opt = greedy(24);
+  SchedulerOptions so = options(2, 320, 64);
+  SchedulerOptions plain = so;
+  plain.prefix_cache = false;
+  std::vector<Outcome> want;
+  {
+    Scheduler sched(*windowed, plain);
+    want = run_all(sched, forks, opt);
+  }
+  so.offload.gpu = "attn";
+  Scheduler sched(*windowed, so);
+  ASSERT_GT(sched.kv().ring_blocks(), 0);
+  run_all(sched, {base}, opt);
+  for (size_t i = 0; i < forks.size(); ++i) EXPECT_EQ(run_all(sched, {forks[i]}, opt)[0].text, want[i].text) << "fork " << i;
+  EXPECT_EQ(sched.stats().prefix_hit_tokens, 100 + 130 + 160);
   expect_blocks_returned(sched);
 }
 #endif

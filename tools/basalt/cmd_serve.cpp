@@ -31,22 +31,24 @@ struct ServeOptions {
   SamplingFlags sampling_given;
 };
 
-int64_t kv_bytes_per_position(const Model& m, const std::string& kv_type) {
-  const ModelSpec& s = m.spec();
-  return s.n_layer * KvCache::position_bytes(s.n_head_kv, s.head_dim, parse_kv_type(kv_type));
-}
-
 // The KV pool when --ctx-size is not given: three quarters of a full context
 // per running request (requests seldom fill theirs; a pool that runs dry
 // preempts, it does not fail), at most half the memory available now (and
-// half of what --memory-limit leaves), and at least one full context.
-int64_t default_pool_positions(const Model& m, int parallel, int64_t per_request, const std::string& kv_type,
-                               int64_t memory_limit) {
-  const int64_t per_position = kv_bytes_per_position(m, kv_type);
-  int64_t positions = 3 * per_request * parallel / 4;
-  if (const int64_t avail = available_memory_bytes(); avail > 0) positions = std::min(positions, avail / 2 / per_position);
-  if (memory_limit > 0) positions = std::min(positions, (memory_limit - resident_memory_bytes()) / 2 / per_position);
-  return std::max(positions, per_request);
+// half of what --memory-limit leaves), and at least one full context. The
+// sliding-window layers' rings cost the same whatever the pool
+// (Scheduler::kv_bytes): the pool shrinks by what the rest costs.
+int64_t default_pool_positions(const Model& m, SchedulerOptions so, int64_t memory_limit) {
+  auto bytes = [&](int64_t positions) {
+    so.kv_blocks = KvCache::blocks_for(positions);
+    return static_cast<int64_t>(Scheduler::kv_bytes(m.spec(), so));
+  };
+  int64_t positions = 3 * so.slot_ctx * so.max_running / 4, cap = INT64_MAX;
+  if (const int64_t avail = available_memory_bytes(); avail > 0) cap = avail / 2;
+  if (memory_limit > 0) cap = std::min(cap, (memory_limit - resident_memory_bytes()) / 2);
+  for (int i = 0; i < 8 && positions > so.slot_ctx && bytes(positions) > cap; ++i)
+    positions = std::max(so.slot_ctx, static_cast<int64_t>(static_cast<double>(positions) * 0.95 * static_cast<double>(cap) /
+                                                           static_cast<double>(bytes(positions))));
+  return std::max(positions, so.slot_ctx);
 }
 
 std::vector<std::string> read_keys(const std::string& file) {
@@ -86,24 +88,23 @@ void serve_main(ServeOptions& o) {
   // requests block by block; one request may fill up to the model's context.
   const int64_t per_request = std::min<int64_t>(context_size(ModelOptions{}, *model), model->spec().n_ctx_train);
   so.scheduler.max_running = o.parallel;
+  so.scheduler.slot_ctx = per_request;
+  so.scheduler.step_tokens = o.model.ubatch;
+  so.scheduler.kv_type = parse_kv_type(o.model.kv_type);
+  so.scheduler.offload = o.model.offload;
   so.memory_limit_bytes = static_cast<int64_t>(o.memory_limit);
-  const int64_t pool = o.model.ctx_size > 0
-                           ? o.model.ctx_size
-                           : default_pool_positions(*model, o.parallel, per_request, o.model.kv_type, so.memory_limit_bytes);
+  const int64_t pool = o.model.ctx_size > 0 ? o.model.ctx_size : default_pool_positions(*model, so.scheduler, so.memory_limit_bytes);
   so.scheduler.kv_blocks = KvCache::blocks_for(pool);
+  so.scheduler.slot_ctx = std::min(per_request, so.scheduler.kv_blocks * KvCache::kBlock);
+  if (so.scheduler.slot_ctx < 16) throw Error("--ctx-size must hold at least 16 tokens");
   if (so.memory_limit_bytes > 0) {
-    const int64_t kv = so.scheduler.kv_blocks * KvCache::kBlock * kv_bytes_per_position(*model, o.model.kv_type);
+    const auto kv = static_cast<int64_t>(Scheduler::kv_bytes(model->spec(), so.scheduler));
     const int64_t resident = resident_memory_bytes();
     if (resident + kv > so.memory_limit_bytes)  // an estimate; the server checks again after its warm-up
       throw Error("the model (" + std::to_string(resident >> 20) + " MiB resident) and the KV pool (" +
                   std::to_string(kv >> 20) + " MiB) do not fit in --memory-limit " +
                   std::to_string(so.memory_limit_bytes >> 20) + " MiB (a smaller -c or --parallel, or a larger limit)");
   }
-  so.scheduler.slot_ctx = std::min(per_request, so.scheduler.kv_blocks * KvCache::kBlock);
-  if (so.scheduler.slot_ctx < 16) throw Error("--ctx-size must hold at least 16 tokens");
-  so.scheduler.step_tokens = o.model.ubatch;
-  so.scheduler.kv_type = parse_kv_type(o.model.kv_type);
-  so.scheduler.offload = o.model.offload;
   so.limits.max_tokens = static_cast<int32_t>(std::min<int64_t>(so.limits.max_tokens, so.scheduler.slot_ctx));
 
   serve::Server server(*model, so);

@@ -417,6 +417,10 @@ std::string Server::metrics_text() {
         static_cast<double>(st.kv_largest_free_run));
   gauge("basalt_kv_blocks_cached", "KV blocks the prefix cache lists (free to evict when no request holds them)",
         static_cast<double>(st.kv_cached_blocks));
+  if (st.kv_ring_blocks > 0) {
+    gauge("basalt_kv_ring_blocks", "blocks of the sliding-window layers' rings (their own pool)", static_cast<double>(st.kv_ring_blocks));
+    gauge("basalt_kv_ring_blocks_free", "ring blocks no request or cached prefix holds", static_cast<double>(st.kv_free_ring_blocks));
+  }
   gauge("basalt_kv_positions_used", "positions the running requests hold in the KV pool", static_cast<double>(st.kv_used_positions));
   counter("basalt_preemptions_total", "running requests preempted for KV blocks (recomputed later)", static_cast<double>(st.preemptions));
   counter("basalt_prefix_cache_hits_total", "requests that took KV blocks from the prefix cache", static_cast<double>(st.prefix_hits));
