@@ -3,6 +3,7 @@
 #include "core/chat/chat_template.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/error.h"
 
@@ -13,6 +14,19 @@ namespace {
 constexpr const char* kChatML =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
     "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+// Gemma's turn format, written from its description (the Gemma docs' "prompt
+// formatting"): no system role, so a system message opens the first turn.
+constexpr const char* kGemmaTurns =
+    "{{ bos_token }}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{%- set prefix = messages[0]['content'] + '\n\n' -%}{%- set turns = messages[1:] -%}"
+    "{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}"
+    "{%- for m in turns -%}"
+    "{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\n' + (prefix if loop.first else '') + "
+    "m['content'] + '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}";
 
 jinja::Value str(const std::string& s) { return jinja::Value::string(s); }
 
@@ -52,6 +66,7 @@ ChatTemplate::ChatTemplate(std::string source, std::string bos_token, std::strin
       template_(std::make_shared<jinja::Template>(source_)) {}
 
 ChatTemplate ChatTemplate::chatml() { return ChatTemplate(kChatML, "", "<|im_end|>"); }
+ChatTemplate ChatTemplate::gemma_turns(std::string bos) { return ChatTemplate(kGemmaTurns, std::move(bos), "<end_of_turn>"); }
 
 std::string ChatTemplate::render_context(jinja::DictData context) const {
   return template_->render(context, options_);

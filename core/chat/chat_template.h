@@ -36,8 +36,12 @@ class ChatTemplate {
   std::string render_json(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                           const nlohmann::ordered_json& extra) const;
 
-  // The fallback when a model has no template: ChatML.
+  // The fallbacks when a model has no template: ChatML, or Gemma's turns
+  // (<start_of_turn>role ... <end_of_turn>, the assistant's role "model", a
+  // system message put before the first user message) where the vocabulary
+  // has Gemma's turn tokens. bos: the model's BOS text (Gemma's turns start with it).
   static ChatTemplate chatml();
+  static ChatTemplate gemma_turns(std::string bos);
 
   const std::string& source() const { return source_; }
   // Runaway limits, and the clock strftime_now() reads (tests fix it).

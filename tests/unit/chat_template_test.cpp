@@ -306,6 +306,17 @@ TEST(ChatTemplate, ChatMLFallback) {
   EXPECT_EQ(t.render({{"user", "Hi"}}, false), "<|im_start|>user\nHi<|im_end|>\n");
 }
 
+// Gemma's turns: the assistant's role is "model", a system message opens the
+// first user turn, the BOS text first.
+TEST(ChatTemplate, GemmaTurnsFallback) {
+  ChatTemplate t = ChatTemplate::gemma_turns("<bos>");
+  EXPECT_EQ(t.render({{"system", "S"}, {"user", "Hi"}, {"assistant", "Yes."}, {"user", "Why?"}}, true),
+            "<bos><start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nYes.<end_of_turn>\n"
+            "<start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(t.render({{"user", "Hi"}}, false), "<bos><start_of_turn>user\nHi<end_of_turn>\n");
+  EXPECT_EQ(t.render({}, true), "<bos><start_of_turn>model\n");
+}
+
 TEST(ChatTemplate, StrftimeNowUsesTodayByDefault) {
   std::time_t now = std::time(nullptr);
   std::tm tm{};

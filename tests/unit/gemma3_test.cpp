@@ -14,9 +14,22 @@
 #include "core/model/model_spec.h"
 #include "quant/gptq/gptq_model.h"
 #include "tests/unit/test_paths.h"
+#include "tools/basalt/chat_prompt.h"
 
 namespace basalt {
 namespace {
+
+// The package's GGUF has no chat template: its vocabulary's turn tokens pick
+// Gemma's turns (ChatML would be text the model never saw), one BOS first.
+TEST(Gemma3, ChatWithoutATemplateUsesGemmasTurns) {
+  const auto m = Model::load(test::gemma3_path());
+  ASSERT_TRUE(m->chat_template().empty());
+  const cli::ChatPrompter chat(*m, "Be brief.");
+  const std::vector<int32_t> ids = chat.tokens_for({{"user", "Hi"}});
+  EXPECT_EQ(m->tokenizer().decode(ids, true), "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ids.front(), m->tokenizer().bos_id());
+  EXPECT_NE(ids[1], m->tokenizer().bos_id());
+}
 
 TEST(Gemma3, SpecHasLocalAndGlobalLayers) {
   const ModelSpec s = spec_from_gguf(GgufFile::open(test::gemma3_path()));

@@ -10,6 +10,10 @@ ChatTemplate template_of(const Model& m) {
   const Tokenizer& tok = m.tokenizer();
   auto text = [&](int32_t id) { return id >= 0 ? tok.token_to_piece(id, true) : std::string(); };
   if (m.chat_template().empty()) {
+    if (tok.find("<start_of_turn>") >= 0 && tok.find("<end_of_turn>") >= 0) {  // Gemma's turn tokens: its format
+      std::fprintf(stderr, "basalt: the model has no chat template; using Gemma's turns (its vocabulary has them)\n");
+      return ChatTemplate::gemma_turns(text(tok.bos_id()));
+    }
     std::fprintf(stderr, "basalt: the model has no chat template; using ChatML\n");
     return ChatTemplate::chatml();
   }

@@ -13,7 +13,8 @@ namespace basalt::cli {
 class ChatPrompter {
  public:
   // Error if the model's template cannot be parsed. A model without a
-  // template gets ChatML, and a note on stderr.
+  // template gets Gemma's turns where its vocabulary has their tokens, else
+  // ChatML, and a note on stderr.
   ChatPrompter(const Model& model, std::string system);
   // The tokens of system + messages, ending with the assistant's turn opened.
   std::vector<int32_t> tokens_for(const std::vector<ChatMessage>& messages) const;
