@@ -133,7 +133,7 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
   if (ring_layers_ > 0) {
     rings_.assign(static_cast<size_t>(n_seq), std::vector<int32_t>(static_cast<size_t>(blocks_for(n_ctx)), 0));
-    held_.resize(static_cast<size_t>(n_seq));
+    held_.assign(static_cast<size_t>(n_seq), Held{sink_blocks_, sink_blocks_, 0});
     ring_of_.assign(static_cast<size_t>(n_blocks), -1);
     ring_refs_.assign(static_cast<size_t>(ring_pool_), 0);
     for (int64_t r = ring_pool_ - 1; r >= 0; --r) ring_free_.push_back(static_cast<int32_t>(r));
@@ -189,26 +189,34 @@ bool KvCache::hold_window(int seq, int64_t begin, int64_t end) {
   if (begin == 0) drop_ring(seq);  // starting over: nothing before begin is read
   Held& h = held_[static_cast<size_t>(seq)];
   std::vector<int32_t>& ring = rings_[static_cast<size_t>(seq)];
-  // Wanted: [lo, hi), the window before begin to end, and the sinks. Kept
-  // besides, while the sequence holds no more than a ring's worth: the blocks
-  // before lo that it holds already (a later run may go back into them).
-  const int64_t lo = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock), hi = blocks_for(end);
-  const int64_t top = std::max(h.hi, hi), keep = std::clamp(top - (ring_blocks_ - sink_blocks_), sink_blocks_, lo);
-  const int64_t first = h.hi > 0 && h.lo <= lo && h.hi >= lo ? std::max(h.lo, keep) : lo;  // the held run, contiguous
-  for (int64_t b = std::max(h.lo, sink_blocks_); b < std::min(h.hi, first); ++b) {  // behind it: let go
+  auto let_go = [&](int64_t b) {
     unref_ring(t[static_cast<size_t>(b)]);
     ring[static_cast<size_t>(b)] = 0;
-  }
-  h.lo = std::max(h.lo, first);
-  // The blocks wanted: the sinks' and [lo, hi). Those not held yet need a ring block:
-  // the one their block has still, or a new one where no position before begin is read.
+  };
+  // Wanted: the sinks' blocks below hi and [lo, hi), the window before begin
+  // to end. Going on from the blocks it holds, it keeps [first, top): those
+  // before lo too while they fit in a ring (a later run may go back into
+  // them). Going back before them or past them: exactly [lo, hi) (what was
+  // held past hi is written again anyway).
+  const int64_t lo = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock), hi = blocks_for(end);
+  const bool on = h.lo < h.hi && h.lo <= lo && lo <= h.hi;
+  const int64_t top = on ? std::max(h.hi, hi) : std::max(lo, hi);
+  const int64_t first = on ? std::max(h.lo, std::clamp(top - (ring_blocks_ - sink_blocks_), sink_blocks_, lo)) : lo;
+  for (int64_t b = h.lo; b < h.hi; ++b)
+    if (b < first || b >= top) let_go(b);
+  // What it still holds, [h.lo, h.hi), meets or overlaps [lo, hi): together one run.
+  h.lo = std::max(h.lo, first), h.hi = std::min(h.hi, top);
+  if (h.lo >= h.hi) h.lo = h.hi = lo;
+  // Those not held yet need a ring block: the one their block has still, or a
+  // new one where no position before begin is read.
   int64_t missing = 0;
   auto wanted = [&](auto&& each) {
-    for (int64_t b = 0; b < std::min(sink_blocks_, hi); ++b) each(b);
-    for (int64_t b = lo; b < hi; ++b) each(b);
+    for (int64_t b = h.sinks; b < std::min(sink_blocks_, hi); ++b) each(b);
+    for (int64_t b = lo; b < hi; ++b)
+      if (b < h.lo || b >= h.hi) each(b);
   };
   wanted([&](int64_t b) {
-    if (holds(seq, b) || ring_of_[static_cast<size_t>(t[static_cast<size_t>(b)])] >= 0) return;
+    if (ring_of_[static_cast<size_t>(t[static_cast<size_t>(b)])] >= 0) return;
     if (b * kBlock < begin)
       throw Error("internal: the window before position " + std::to_string(begin) + " of sequence " + std::to_string(seq) +
                   " is gone from its ring");
@@ -216,7 +224,6 @@ bool KvCache::hold_window(int seq, int64_t begin, int64_t end) {
   });
   if (missing > free_ring_blocks()) return false;
   wanted([&](int64_t b) {
-    if (holds(seq, b)) return;
     const int32_t block = t[static_cast<size_t>(b)];
     int32_t& r = ring_of_[static_cast<size_t>(block)];
     if (r >= 0) {
@@ -228,8 +235,8 @@ bool KvCache::hold_window(int seq, int64_t begin, int64_t end) {
     }
     ring[static_cast<size_t>(b)] = r;
   });
-  h.lo = first;
-  h.hi = top;
+  h.sinks = std::max(h.sinks, std::min(sink_blocks_, hi));
+  h.lo = std::min(h.lo, lo), h.hi = std::max(h.hi, hi);
   return true;
 }
 
@@ -261,7 +268,7 @@ void KvCache::drop_ring(int seq) {
       unref_ring(t[static_cast<size_t>(b)]);
       ring[static_cast<size_t>(b)] = 0;
     }
-  h = {};
+  h = {sink_blocks_, sink_blocks_, 0};
 }
 
 void KvCache::ref_ring(int32_t block) {
@@ -328,10 +335,9 @@ void KvCache::ref(int32_t block) {
 void KvCache::unref(int32_t block) {
   int32_t& r = refs_.at(static_cast<size_t>(block));
   if (r <= 0) throw Error("internal: KV block " + std::to_string(block) + " released twice");
-  if (--r > 0) return;
-  free_.push_back(block);
-  if (ring_layers_ > 0 && ring_of_[static_cast<size_t>(block)] >= 0)  // its holders hold the block too
+  if (r == 1 && ring_layers_ > 0 && ring_of_[static_cast<size_t>(block)] >= 0)  // its holders hold the block too
     throw Error("internal: KV block " + std::to_string(block) + " freed with its ring block held");
+  if (--r == 0) free_.push_back(block);
 }
 
 KvBlockCopy KvCache::copy_block(int32_t src, int32_t dst) {

@@ -173,6 +173,7 @@ class KvCache {
   // The rings' pool: its size, free ring blocks, and per pool block whether
   // it has one and the references to it (its sequences', a prefix cache's).
   int64_t ring_pool_blocks() const { return ring_layers_ > 0 ? ring_pool_ : 0; }
+  int64_t sink_blocks() const { return ring_layers_ > 0 ? sink_blocks_ : 0; }  // held by each sequence for good
   int64_t free_ring_blocks() const { return static_cast<int64_t>(ring_free_.size()); }
   bool has_ring(int32_t block) const { return ring_layers_ > 0 && ring_of_.at(static_cast<size_t>(block)) >= 0; }
   int ring_refs(int32_t block) const { return has_ring(block) ? ring_refs_[static_cast<size_t>(ring_of_[static_cast<size_t>(block)])] : 0; }
@@ -305,13 +306,14 @@ class KvCache {
   // The rings' pool of a cache made with these arguments (0: no rings).
   static int64_t ring_pool_for(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, int64_t run_tokens,
                                int64_t ring_pool);
-  // The block indices of seq whose ring blocks it holds: the sinks' below hi, and [lo, hi).
+  // The block indices of seq whose ring blocks it holds: past the sinks'
+  // blocks, [lo, hi) (sink_blocks_ <= lo <= hi); of the sinks', the first `sinks`.
   struct Held {
-    int64_t lo = 0, hi = 0;
+    int64_t lo, hi, sinks;
   };
   bool holds(int seq, int64_t b) const {
     const Held& h = held_[static_cast<size_t>(seq)];
-    return b < h.hi && (b < sink_blocks_ || b >= h.lo);
+    return b < sink_blocks_ ? b < h.sinks : b >= h.lo && b < h.hi;
   }
   void drop_ring(int seq);  // lets go of every ring block seq holds
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;

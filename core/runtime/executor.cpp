@@ -60,7 +60,12 @@ void Executor::place() {
   }
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  try {
+    release_copy_sources();
+  } catch (...) {  // a destructor must not throw; the cache goes with its owner
+  }
+}
 
 void Executor::begin(const Batch& batch) {
   const int64_t n = batch.size();
@@ -108,17 +113,23 @@ void Executor::run_nodes(size_t begin, size_t end) {
 
 const float* Executor::run(const Batch& batch) {
   try {
-    begin(batch);
-    run_nodes(0, graph_.nodes.size());
-    sync_for(nullptr, graph_.logits);
-  } catch (const BackendFailed&) {
-    // A backend is gone, perhaps mid-batch: without it, the whole batch again.
-    // The cache writes are idempotent (same positions, same values).
-    drop_failed_backends();
-    begin(batch);
-    run_nodes(0, graph_.nodes.size());
-    sync_for(nullptr, graph_.logits);
+    try {
+      begin(batch);
+      run_nodes(0, graph_.nodes.size());
+      sync_for(nullptr, graph_.logits);
+    } catch (const BackendFailed&) {
+      // A backend is gone, perhaps mid-batch: without it, the whole batch again.
+      // The cache writes are idempotent (same positions, same values).
+      drop_failed_backends();
+      begin(batch);
+      run_nodes(0, graph_.nodes.size());
+      sync_for(nullptr, graph_.logits);
+    }
+  } catch (...) {
+    release_copy_sources();
+    throw;
   }
+  release_copy_sources();  // the backends copied them before this batch's writes
   return ctx_.buf(graph_.logits);
 }
 
@@ -147,7 +158,19 @@ float* Executor::tensor(int t) {
 
 void Executor::copy_kv_block(int32_t src, int32_t dst) {
   const KvBlockCopy copy = kv_.copy_block(src, dst);
+  if (!offloading()) return;  // the host's cache is the only one: copied now
+  kv_.ref(src);
+  if (copy.ring_src >= 0) kv_.ref_ring(src);
+  pending_copies_.push_back(copy);
   for (auto& b : backends_) b->copy_kv_block(copy);
+}
+
+void Executor::release_copy_sources() {
+  for (const KvBlockCopy& c : pending_copies_) {
+    if (c.ring_src >= 0) kv_.unref_ring(c.src);
+    kv_.unref(c.src);
+  }
+  pending_copies_.clear();
 }
 
 void Executor::run_layers(const Batch& batch, int first, int last) {

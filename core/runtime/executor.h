@@ -33,7 +33,10 @@ class Executor {
   // before and holds the result after. Same errors as run().
   void run_layers(const Batch& batch, int first, int last);
   float* tensor(int t);  // [max_batch][width], its newest contents
-  // Copies the cache's block src over block dst, wherever a copy of the cache lives.
+  // Copies the cache's block src over block dst, wherever a copy of the cache
+  // lives. A backend copies at its next batch: until that batch has run, src
+  // (and its ring block) keeps a reference of the executor's, so that no one
+  // frees it and takes it for another block first.
   void copy_kv_block(int32_t src, int32_t dst);
 
   // Called before each node runs (its index in graph().nodes); empty: none.
@@ -58,6 +61,7 @@ class Executor {
   std::vector<Backend*> placement_;  // per node
   NodeHook before_node_;
   std::string offload_plan_;
+  std::vector<KvBlockCopy> pending_copies_;  // their sources' references, until the next batch has run
 
   void begin(const Batch& batch);
   void place();                 // each node on the first backend that supports it
@@ -65,6 +69,7 @@ class Executor {
   // Backends other than reader copy their newer contents of tensor (all of them: -1) to the host.
   void sync_for(const Backend* reader, int tensor);
   void run_nodes(size_t begin, size_t end);
+  void release_copy_sources();
 };
 
 }  // namespace basalt

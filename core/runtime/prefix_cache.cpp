@@ -2,6 +2,7 @@
 #include "core/runtime/prefix_cache.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace basalt {
@@ -109,7 +110,7 @@ void PrefixCache::insert(Cursor& c, const int32_t* tokens, int64_t n_tokens, con
     const uint64_t serial = next_serial_++;
     const int32_t block = table[static_cast<size_t>(c.blocks)];
     kv_.ref(block);
-    keep_ring(entries_.emplace(serial, Entry{c.parent, block, clock_, std::vector<int32_t>(t, t + B)}).first->second);
+    keep_ring(entries_.emplace(serial, Entry{c.parent, block, clock_, std::vector<int32_t>(t, t + B), c.blocks}).first->second);
     by_key_.emplace(key(c.parent, t), serial);
     children_.emplace(c.parent, serial);
     c.parent = serial;
@@ -123,7 +124,8 @@ void PrefixCache::insert_tail(const Cursor& c, const int32_t* tokens, int64_t n_
   if (partial(c, t, n).tokens == n) return;  // listed already, as much or more of it
   const uint64_t serial = next_serial_++;
   kv_.ref(table[static_cast<size_t>(b)]);
-  keep_ring(entries_.emplace(serial, Entry{c.parent, table[static_cast<size_t>(b)], ++clock_, std::vector<int32_t>(t, t + n)}).first->second);
+  keep_ring(entries_.emplace(serial, Entry{c.parent, table[static_cast<size_t>(b)], ++clock_, std::vector<int32_t>(t, t + n), b})
+                .first->second);
   children_.emplace(c.parent, serial);
 }
 
@@ -142,10 +144,11 @@ bool PrefixCache::evict() {
 }
 
 bool PrefixCache::evict_ring() {
+  auto order = [&](const Entry& e) { return std::tuple(e.index < kv_.sink_blocks(), e.last_used, e.index); };
   auto oldest = entries_.end();
   for (auto it = entries_.begin(); it != entries_.end(); ++it)
     if (it->second.ring && kv_.ring_refs(it->second.block) == 1 &&
-        (oldest == entries_.end() || it->second.last_used < oldest->second.last_used))
+        (oldest == entries_.end() || order(it->second) < order(oldest->second)))
       oldest = it;
   if (oldest == entries_.end()) return false;
   kv_.unref_ring(oldest->second.block);

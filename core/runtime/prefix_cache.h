@@ -64,7 +64,10 @@ class PrefixCache {
   void insert_tail(const Cursor& cursor, const int32_t* tokens, int64_t n_tokens, const std::vector<int32_t>& table);
   // Frees the least recently used block that only the cache holds; false when there is none.
   bool evict();
-  // Frees the least recently used ring block that only the cache holds; false when there is none.
+  // Frees the least recently used ring block that only the cache holds, of
+  // the blocks used at once (a chain matched together) the one earliest in
+  // its sequence (the window before a match's end is its last blocks'),
+  // attention sinks' last of all (every match needs them); false when there is none.
   bool evict_ring();
   // Blocks listed, and of those the ones only the cache holds (evict() can free them).
   int64_t blocks() const { return static_cast<int64_t>(entries_.size()); }
@@ -76,6 +79,7 @@ class PrefixCache {
     int32_t block;
     uint64_t last_used;
     std::vector<int32_t> tokens;  // 64, or fewer for a sequence's last block (found by partial() only)
+    int64_t index = 0;            // the block's in its sequence: positions [64 index, ...)
     bool ring = false;            // holds a reference to the block's ring block
   };
   void keep_ring(Entry& e);        // a reference to its block's ring block, when it has one

@@ -154,6 +154,8 @@ void Scheduler::start(Sequence& s) {
   // Then a copy of the cached block that starts most like the rest, if a block (and a ring block) is free for it.
   const PrefixCache::Partial part = prefix_->partial(s.cursor, s.context.data() + s.computed, cacheable - s.computed);
   if (part.tokens > 0 && kv_.grow(s.slot)) {
+    const bool ring = kv_.has_ring(part.block);  // kept while cached ring blocks are evicted for the copy's own
+    if (ring) kv_.ref_ring(part.block);
     bool held;
     while (!(held = kv_.hold_window(s.slot, s.computed, s.computed + 1)) && prefix_->evict_ring()) {
     }
@@ -161,6 +163,7 @@ void Scheduler::start(Sequence& s) {
       executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
       s.computed += part.tokens;
     }
+    if (ring) kv_.unref_ring(part.block);
   }
 }
 

@@ -660,6 +660,19 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
   EXPECT_THROW(sunk.key(0, 0, 128, 0), Error);
   EXPECT_TRUE(sunk.can_resume(0, 931));
   EXPECT_FALSE(sunk.can_resume(0, 930));
+  // Back into the sinks' blocks: the window before 30 is theirs, so the ring
+  // lets go of the rest and goes on from there, the positions before 30 intact.
+  EXPECT_TRUE(sunk.can_resume(0, 30));
+  ASSERT_TRUE(sunk.hold_window(0, 30, 46));
+  EXPECT_EQ(held(sunk), 2);
+  for (int64_t p0 = 30; p0 < 400; p0 += 16) {
+    ASSERT_TRUE(sunk.hold_window(0, p0, p0 + 16)) << p0;
+    for (int64_t pos = p0; pos < p0 + 16; ++pos) store(sunk, 0, pos, 1);
+    ASSERT_LE(held(sunk), 5);
+  }
+  EXPECT_TRUE(intact(sunk, 0, 0, 0, 30, 0));
+  EXPECT_TRUE(intact(sunk, 0, 0, 30, 128, 1));
+  EXPECT_TRUE(intact(sunk, 0, 0, 300, 400, 1));
 }
 
 // Rings in a paged pool: sequences sharing a block share its ring block, a

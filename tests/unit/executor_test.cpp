@@ -90,6 +90,37 @@ TEST_F(ExecutorTest, OffloadBackendComesFromTheRegistryAndFailsOverToTheHost) {
   }
 }
 
+// A block copy reaches an offload backend at its next batch: until that has
+// run, the source keeps the executor's reference (no one frees it and takes
+// it for another block, whose writes the copy would then read). Host only:
+// copied at once, nothing held.
+TEST_F(ExecutorTest, CopySourceIsHeldUntilTheNextBatchRan) {
+  auto m = Model::load(path_);
+  for (bool offload : {false, true}) {
+    SCOPED_TRACE(offload ? "offload" : "host only");
+    register_backend({"flaky", false, [offload](const BackendRequest&, std::string* plan) -> std::unique_ptr<Backend> {
+                        if (!offload) return nullptr;
+                        *plan = "flaky: the residual adds";
+                        return std::make_unique<FlakyBackend>(1 << 30);
+                      }});
+    KvCache kv(m->spec(), 4 * KvCache::kBlock, 2, 8, KvType::f16);
+    Executor ex(*m, kv, 8);
+    ASSERT_EQ(ex.offloading(), offload);
+    ASSERT_TRUE(kv.grow(0));
+    ASSERT_TRUE(kv.grow(1));
+    const int32_t src = kv.table(0)[0];
+    ex.copy_kv_block(src, kv.table(1)[0]);
+    EXPECT_EQ(kv.refs(src), offload ? 2 : 1);
+    kv.release(0);
+    EXPECT_EQ(kv.refs(src), offload ? 1 : 0);
+    Batch b;
+    for (int32_t i = 0; i < 4; ++i) b.add(5 + i, i, 1, i == 3);
+    ex.run(b);
+    EXPECT_EQ(kv.refs(src), 0);
+    EXPECT_EQ(kv.free_blocks(), 7);
+  }
+}
+
 TEST_F(ExecutorTest, WithoutAHostBackendItSaysWhatToCall) {
   auto m = Model::load(path_);
   KvCache kv(m->spec(), 64, 1);

@@ -215,5 +215,29 @@ TEST(PrefixCache, RingsKeepTheWindowBeforeAMatchsEnd) {
   EXPECT_EQ(kv.free_ring_blocks(), 8);
 }
 
+// Ring blocks matched together (the same clock) go earliest block first, an
+// attention sink's last: every match needs the sinks' ring blocks.
+TEST(PrefixCache, RingEvictionSparesTheSinksAndTheWindowsEnd) {
+  ModelSpec spec = tiny_spec();
+  spec.sliding_window = 100, spec.attention_sinks = 4;
+  KvCache kv(spec, 8 * B, 2, 16, KvType::f16, B, 10);
+  PrefixCache cache(kv);
+  const std::vector<int32_t> a = tokens(5 * B, 100);
+  fill_ringed(kv, cache, 0, a, 0);
+  kv.release(0);
+  ASSERT_EQ(cache.attach(1, a.data(), 5 * B, 5).blocks, 5);  // all five used at once
+  const std::vector<int32_t> t = kv.table(1);
+  kv.release(1);
+  ASSERT_TRUE(cache.evict_ring());
+  EXPECT_FALSE(kv.has_ring(t[1]));
+  EXPECT_EQ(cache.attach(1, a.data(), 5 * B, 5).blocks, 5);  // the window before 320 is blocks 3-4, and the sinks' 0
+  kv.release(1);
+  for (int b : {2, 3, 4, 0}) {
+    ASSERT_TRUE(cache.evict_ring());
+    EXPECT_FALSE(kv.has_ring(t[static_cast<size_t>(b)])) << "block " << b;
+  }
+  EXPECT_FALSE(cache.evict_ring());
+}
+
 }  // namespace
 }  // namespace basalt

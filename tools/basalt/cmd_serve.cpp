@@ -28,6 +28,7 @@ struct ServeOptions {
   std::string api_key_file;
   uint64_t memory_limit = 0;
   int parallel = 16;  // at 16 clients on SmolLM2 the most tokens/s and the lowest TTFT P99 (PERFORMANCE.md 9.2)
+  int64_t request_ctx = 0;  // 0: the model's context, at most 4096
   SamplingFlags sampling_given;
 };
 
@@ -38,17 +39,21 @@ struct ServeOptions {
 // sliding-window layers' rings cost the same whatever the pool
 // (Scheduler::kv_bytes): the pool shrinks by what the rest costs.
 int64_t default_pool_positions(const Model& m, SchedulerOptions so, int64_t memory_limit) {
-  auto bytes = [&](int64_t positions) {
-    so.kv_blocks = KvCache::blocks_for(positions);
+  auto bytes = [&](int64_t blocks) {
+    so.kv_blocks = blocks;
     return static_cast<int64_t>(Scheduler::kv_bytes(m.spec(), so));
   };
-  int64_t positions = 3 * so.slot_ctx * so.max_running / 4, cap = INT64_MAX;
+  int64_t cap = INT64_MAX;
   if (const int64_t avail = available_memory_bytes(); avail > 0) cap = avail / 2;
   if (memory_limit > 0) cap = std::min(cap, (memory_limit - resident_memory_bytes()) / 2);
-  for (int i = 0; i < 8 && positions > so.slot_ctx && bytes(positions) > cap; ++i)
-    positions = std::max(so.slot_ctx, static_cast<int64_t>(static_cast<double>(positions) * 0.95 * static_cast<double>(cap) /
-                                                           static_cast<double>(bytes(positions))));
-  return std::max(positions, so.slot_ctx);
+  // The most blocks within the cap, between one context and three quarters of all (bytes grow with blocks).
+  int64_t lo = KvCache::blocks_for(so.slot_ctx), hi = std::max(lo, KvCache::blocks_for(3 * so.slot_ctx * so.max_running / 4));
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (bytes(mid) <= cap) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo * KvCache::kBlock;
 }
 
 std::vector<std::string> read_keys(const std::string& file) {
@@ -85,8 +90,9 @@ void serve_main(ServeOptions& o) {
   so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
   so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
   // --ctx-size is the whole KV pool, in positions, shared by the --parallel
-  // requests block by block; one request may fill up to the model's context.
-  const int64_t per_request = std::min<int64_t>(context_size(ModelOptions{}, *model), model->spec().n_ctx_train);
+  // requests block by block; one request may fill up to --request-ctx (by
+  // default the model's context, at most 4096) and the pool.
+  const int64_t per_request = o.request_ctx > 0 ? o.request_ctx : context_size(ModelOptions{}, *model);
   so.scheduler.max_running = o.parallel;
   so.scheduler.slot_ctx = per_request;
   so.scheduler.step_tokens = o.model.ubatch;
@@ -143,6 +149,10 @@ void register_serve(CLI::App& app) {
   sub->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", o->server.port, "port (default 8080; 0: any free one)")->check(CLI::Range(0, 65535));
   sub->add_option("--parallel,--np", o->parallel, "requests decoded together, at most (default 16)")->check(CLI::Range(1, 256));
+  sub->add_option("--request-ctx", o->request_ctx,
+                  "tokens (prompt and output) one request may hold, at most (default: the model's context, at most 4096; "
+                  "and at most -c)")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
   sub->add_option("--queue-timeout", o->server.queue_timeout_s, "seconds a request may wait to start; then 503 (default 60)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--rate-limit-rpm", o->server.rate_rpm, "requests a minute per API key (or client address); more get 429")
