@@ -675,6 +675,64 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
   EXPECT_TRUE(intact(sunk, 0, 0, 300, 400, 1));
 }
 
+// Rings under random runs, rewinds and restarts of two sequences (windows of
+// 100, runs of up to 16; with and without 70 attention sinks): each run's
+// hold_window() succeeds in a pool of exactly two rings, every position its
+// queries read (the window before it, the sinks) reads back what was last
+// stored there, a sequence never holds more than a ring, and the held ring
+// blocks are all the pool has in use.
+TEST(KvCache, RingsSurviveRandomRunsAndRewinds) {
+  for (int64_t sinks : {0, 70}) {
+    SCOPED_TRACE("sinks " + std::to_string(sinks));
+    ModelSpec spec = heads_spec(1, 1, 32);
+    spec.sliding_window = 100, spec.attention_sinks = sinks;
+    const int64_t n_ctx = 1000, kvd = spec.kv_dim();
+    KvCache kv(spec, n_ctx, 2, KvType::f16, 16);
+    ASSERT_GT(kv.ring_blocks(), 0);
+    std::mt19937 rng(11 + static_cast<uint32_t>(sinks));
+    std::vector<std::vector<float>> stored(2, std::vector<float>(static_cast<size_t>(n_ctx), -1));  // a value per position
+    std::vector<int64_t> next(2, 0);
+    float version = 0;
+    auto held_by = [&](int seq) {
+      int64_t n = 0;
+      for (int64_t b = 0; b < KvCache::blocks_for(n_ctx); ++b) n += kv.has_ring(kv.table(seq)[static_cast<size_t>(b)]);
+      return n;
+    };
+    int64_t rewinds = 0, into_sinks = 0;
+    for (int op = 0; op < 3000; ++op) {
+      const int seq = static_cast<int>(rng() % 2);
+      int64_t& pos = next[static_cast<size_t>(seq)];
+      if (rng() % 20 == 0) {  // go back somewhere, or start over when the ring no longer holds its window
+        const int64_t from = static_cast<int64_t>(rng() % static_cast<uint32_t>(pos + 1));
+        const bool resume = kv.can_resume(seq, from);
+        rewinds += resume && from > 0;
+        into_sinks += resume && from > 0 && from <= sinks && pos > 300;
+        pos = resume ? from : 0;
+      }
+      if (pos >= n_ctx) pos = 0;
+      const int64_t end = std::min(n_ctx, pos + 1 + static_cast<int64_t>(rng() % 16));
+      ASSERT_TRUE(kv.hold_window(seq, pos, end)) << "op " << op;
+      for (int64_t p = pos; p < end; ++p) {
+        const float x = (version += 1) - 2048 * std::floor(version / 2048);  // exact in f16
+        std::vector<float> row(static_cast<size_t>(kvd), x);
+        kv.store(0, seq, p, row.data(), row.data());
+        stored[static_cast<size_t>(seq)][static_cast<size_t>(p)] = x;
+      }
+      pos = end;
+      for (int s2 = 0; s2 < 2; ++s2)  // what each sequence's last query reads
+        for (int64_t p = 0; p < next[static_cast<size_t>(s2)]; ++p)
+          if (p >= next[static_cast<size_t>(s2)] - 100 || p < sinks)
+            ASSERT_EQ(kv.key(0, s2, p, 0), stored[static_cast<size_t>(s2)][static_cast<size_t>(p)])
+                << "op " << op << " sequence " << s2 << " pos " << p;
+      ASSERT_LE(held_by(0), kv.ring_blocks());
+      ASSERT_LE(held_by(1), kv.ring_blocks());
+      ASSERT_EQ(held_by(0) + held_by(1), kv.ring_pool_blocks() - kv.free_ring_blocks()) << "op " << op;
+    }
+    EXPECT_GE(rewinds, 20);                  // the walk went back often enough
+    if (sinks > 0) EXPECT_GE(into_sinks, 3);  // and from far into the sinks' blocks
+  }
+}
+
 // Rings in a paged pool: sequences sharing a block share its ring block, a
 // reference each, and a cache's reference keeps it (and with it the window)
 // after its sequence has gone, so that another sequence can continue from it.
