@@ -330,13 +330,11 @@ TEST_F(SchedulerTest, GpuAttentionReadsThroughBlockTables) {
   expect_blocks_returned(sched);
 }
 
-// Prompts sharing parts of an earlier one's blocks under --gpu attn: the
-// device's copy of the cache gets the block copies too (its text equals the
-// CPU's without a prefix cache).
-TEST_F(SchedulerTest, GpuAttentionCopiesPartlySharedBlocks) {
-  NEED_DEVICE(dev);
-  (void)dev;
-  const std::vector<int32_t> base = random_prompts(9, 1, 200, 0)[0];
+// Prompts sharing 100, 130 and 160 tokens of an earlier one's blocks under
+// --gpu attn: the device's copy of the cache gets the block copies too (each
+// text equals the CPU's without a prefix cache); with rings (`ringed`), the
+// ring blocks of the sliding-window layers too (their own ids).
+void expect_gpu_forks_match(const Model& model, const std::vector<int32_t>& base, bool ringed) {
   std::vector<std::vector<int32_t>> forks;
   for (int i = 0; i < 3; ++i) {
     std::vector<int32_t> p(base.begin(), base.begin() + 100 + 30 * i);
@@ -349,19 +347,24 @@ TEST_F(SchedulerTest, GpuAttentionCopiesPartlySharedBlocks) {
   plain.prefix_cache = false;
   std::vector<Outcome> want;
   {
-    Scheduler sched(*model_, plain);
+    Scheduler sched(model, plain);
     want = run_all(sched, forks, opt);
   }
   so.offload.gpu = "attn";
-  Scheduler sched(*model_, so);
+  Scheduler sched(model, so);
+  ASSERT_EQ(sched.kv().ring_blocks() > 0, ringed);
   run_all(sched, {base}, opt);
   for (size_t i = 0; i < forks.size(); ++i) EXPECT_EQ(run_all(sched, {forks[i]}, opt)[0].text, want[i].text) << "fork " << i;
   EXPECT_EQ(sched.stats().prefix_hit_tokens, 100 + 130 + 160);  // whole blocks and copies
   expect_blocks_returned(sched);
 }
 
-// The same with the windowed model's rings: the device's copy of the cache
-// copies the ring blocks of the sliding-window layers too (their own ids).
+TEST_F(SchedulerTest, GpuAttentionCopiesPartlySharedBlocks) {
+  NEED_DEVICE(dev);
+  (void)dev;
+  expect_gpu_forks_match(*model_, random_prompts(9, 1, 200, 0)[0], false);
+}
+
 TEST_F(SchedulerTest, GpuAttentionCopiesRingBlocks) {
   NEED_DEVICE(dev);
   (void)dev;
@@ -369,29 +372,7 @@ TEST_F(SchedulerTest, GpuAttentionCopiesRingBlocks) {
   load.attention_sinks = 4, load.window = 40;
   const auto windowed = Model::load(test::make_tiny_model("scheduler_gpu_rings"), load);
   std::mt19937 rng(9);
-  const std::vector<int32_t> base = random_prompt(rng, 200, static_cast<int32_t>(windowed->tokenizer().n_vocab()));
-  std::vector<std::vector<int32_t>> forks;
-  for (int i = 0; i < 3; ++i) {
-    std::vector<int32_t> p(base.begin(), base.begin() + 100 + 30 * i);
-    for (int j = 0; j < 12; ++j) p.push_back(3 + 5 * i + j);
-    forks.push_back(p);
-  }
-  const GenerateOptions opt = greedy(24);
-  SchedulerOptions so = options(2, 320, 64);
-  SchedulerOptions plain = so;
-  plain.prefix_cache = false;
-  std::vector<Outcome> want;
-  {
-    Scheduler sched(*windowed, plain);
-    want = run_all(sched, forks, opt);
-  }
-  so.offload.gpu = "attn";
-  Scheduler sched(*windowed, so);
-  ASSERT_GT(sched.kv().ring_blocks(), 0);
-  run_all(sched, {base}, opt);
-  for (size_t i = 0; i < forks.size(); ++i) EXPECT_EQ(run_all(sched, {forks[i]}, opt)[0].text, want[i].text) << "fork " << i;
-  EXPECT_EQ(sched.stats().prefix_hit_tokens, 100 + 130 + 160);
-  expect_blocks_returned(sched);
+  expect_gpu_forks_match(*windowed, random_prompt(rng, 200, static_cast<int32_t>(windowed->tokenizer().n_vocab())), true);
 }
 #endif
 
