@@ -274,8 +274,11 @@ class VulkanBackend final : public Backend {
         const auto bb = static_cast<size_t>(cache.block_bytes(kv));
         for (const KvBlockCopy& c : kv_copies_)
           ranges.push_back(ringed ? gpu::Stream::Range{c.ring_src * bb, c.ring_dst * bb, bb} : gpu::Stream::Range{c.src * bb, c.dst * bb, bb});
-        for (size_t l = 0; l < keys_.size(); ++l)
-          if (cache.ringed(static_cast<int64_t>(l)) == (ringed == 1)) stream().copy(*(kv == 0 ? keys_ : values_)[l], *(kv == 0 ? keys_ : values_)[l], ranges);
+        for (size_t l = 0; l < keys_.size(); ++l) {
+          if (cache.ringed(static_cast<int64_t>(l)) != (ringed == 1)) continue;
+          const gpu::Buffer& layer = *(kv == 0 ? keys_ : values_)[l];
+          stream().copy(layer, layer, ranges);
+        }
       }
     kv_copies_.clear();
   }

@@ -170,7 +170,7 @@ bool KvCache::window_kept(const int32_t* blocks, int64_t begin) const {
   auto has = [&](int64_t b) { return ring_of_[static_cast<size_t>(blocks[b])] >= 0; };
   for (int64_t b = 0; b < std::min(sink_blocks_, blocks_for(begin)); ++b)
     if (!has(b)) return false;
-  for (int64_t b = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock); b < blocks_for(begin); ++b)
+  for (int64_t b = window_first_block(begin); b < blocks_for(begin); ++b)
     if (!has(b)) return false;
   return true;
 }
@@ -198,7 +198,7 @@ bool KvCache::hold_window(int seq, int64_t begin, int64_t end) {
   // before lo too while they fit in a ring (a later run may go back into
   // them). Going back before them or past them: exactly [lo, hi) (what was
   // held past hi is written again anyway).
-  const int64_t lo = std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock), hi = blocks_for(end);
+  const int64_t lo = window_first_block(begin), hi = blocks_for(end);
   const bool on = h.lo < h.hi && h.lo <= lo && lo <= h.hi;
   const int64_t top = on ? std::max(h.hi, hi) : std::max(lo, hi);
   const int64_t first = on ? std::max(h.lo, std::clamp(top - (ring_blocks_ - sink_blocks_), sink_blocks_, lo)) : lo;

@@ -316,6 +316,10 @@ class KvCache {
     return b < sink_blocks_ ? b < h.sinks : b >= h.lo && b < h.hi;
   }
   void drop_ring(int seq);  // lets go of every ring block seq holds
+  // The first block past the sinks' that a query at position begin reads.
+  int64_t window_first_block(int64_t begin) const {
+    return std::max(sink_blocks_, std::max<int64_t>(0, begin - window_ + 1) / kBlock);
+  }
   float element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const;
   void read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, float* out) const;
 

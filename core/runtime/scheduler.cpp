@@ -11,6 +11,16 @@ namespace {
 constexpr int64_t B = KvCache::kBlock;
 // The most positions of one sequence a step runs.
 int64_t run_tokens(const SchedulerOptions& opt) { return std::max<int64_t>(opt.step_tokens, opt.max_running); }
+// The KV pool's blocks, and the rings' (sliding-window layers,
+// core/graph/kv_cache.h): a ring per running request, and as many again for
+// the prefix cache to keep the windows of earlier prompts in.
+int64_t pool_blocks(const SchedulerOptions& opt) {
+  return opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx));
+}
+int64_t ring_pool(const ModelSpec& spec, const SchedulerOptions& opt) {
+  const int64_t ring = KvCache::ring_blocks_for(spec, std::max<int64_t>(1, opt.slot_ctx), run_tokens(opt));
+  return (opt.prefix_cache ? 2 : 1) * std::max(1, opt.max_running) * ring;
+}
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -30,19 +40,6 @@ struct Scheduler::Sequence {
   PrefixCache::Cursor cursor;
   std::chrono::steady_clock::time_point admitted, first_token;
 };
-
-namespace {
-// The KV pool's blocks, and the rings' (sliding-window layers,
-// core/graph/kv_cache.h): a ring per running request, and as many again for
-// the prefix cache to keep the windows of earlier prompts in.
-int64_t pool_blocks(const SchedulerOptions& opt) {
-  return opt.kv_blocks > 0 ? opt.kv_blocks : std::max(1, opt.max_running) * KvCache::blocks_for(std::max<int64_t>(1, opt.slot_ctx));
-}
-int64_t ring_pool(const ModelSpec& spec, const SchedulerOptions& opt) {
-  const int64_t ring = KvCache::ring_blocks_for(spec, std::max<int64_t>(1, opt.slot_ctx), run_tokens(opt));
-  return (opt.prefix_cache ? 2 : 1) * std::max(1, opt.max_running) * ring;
-}
-}  // namespace
 
 size_t Scheduler::kv_bytes(const ModelSpec& spec, const SchedulerOptions& opt) {
   return KvCache::bytes(spec, std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running), pool_blocks(opt), opt.kv_type,

@@ -713,23 +713,28 @@ TEST(KvCache, RingsSurviveRandomRunsAndRewinds) {
       const int64_t end = std::min(n_ctx, pos + 1 + static_cast<int64_t>(rng() % 16));
       ASSERT_TRUE(kv.hold_window(seq, pos, end)) << "op " << op;
       for (int64_t p = pos; p < end; ++p) {
-        const float x = (version += 1) - 2048 * std::floor(version / 2048);  // exact in f16
+        version += 1;
+        const float x = version - 2048 * std::floor(version / 2048);  // exact in f16
         std::vector<float> row(static_cast<size_t>(kvd), x);
         kv.store(0, seq, p, row.data(), row.data());
         stored[static_cast<size_t>(seq)][static_cast<size_t>(p)] = x;
       }
       pos = end;
       for (int s2 = 0; s2 < 2; ++s2)  // what each sequence's last query reads
-        for (int64_t p = 0; p < next[static_cast<size_t>(s2)]; ++p)
-          if (p >= next[static_cast<size_t>(s2)] - 100 || p < sinks)
+        for (int64_t p = 0; p < next[static_cast<size_t>(s2)]; ++p) {
+          if (p >= next[static_cast<size_t>(s2)] - 100 || p < sinks) {
             ASSERT_EQ(kv.key(0, s2, p, 0), stored[static_cast<size_t>(s2)][static_cast<size_t>(p)])
                 << "op " << op << " sequence " << s2 << " pos " << p;
+          }
+        }
       ASSERT_LE(held_by(0), kv.ring_blocks());
       ASSERT_LE(held_by(1), kv.ring_blocks());
       ASSERT_EQ(held_by(0) + held_by(1), kv.ring_pool_blocks() - kv.free_ring_blocks()) << "op " << op;
     }
     EXPECT_GE(rewinds, 20);                  // the walk went back often enough
-    if (sinks > 0) EXPECT_GE(into_sinks, 3);  // and from far into the sinks' blocks
+    if (sinks > 0) {
+      EXPECT_GE(into_sinks, 3);  // and from far into the sinks' blocks
+    }
   }
 }
 
