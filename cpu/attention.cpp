@@ -240,6 +240,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
                     p.p0, p.p1, scale, window, sinks,
                     whole ? out + tl.t0 * qd + p.kvh * group * hd : s + 2 * rows, whole ? qd : p.n_kv * group * hd,
                     whole, s, s + rows, thread_scratch(scratch)};
+    a.softcap = spec.attn_softcap;
     kern->tile(a);
   };
   // The batch's own keys and values first (its tokens see each other's), then

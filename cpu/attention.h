@@ -49,6 +49,7 @@ struct AttentionTile {
   float* m;     // [rows] max_p s_p; -inf (with l = 0, o = 0) when the row sees none of them
   float* l;     // [rows] sum_p exp(s_p - m)
   float* scratch;  // scratch_floats(n_kv, n_tok * group, head_dim) floats of the calling thread, 64-byte aligned
+  float softcap = 0;  // > 0: each score s (scale included) becomes softcap tanh(s / softcap) (Gemma 2)
 };
 
 constexpr int64_t kCacheBlock = KvCache::kBlock;

@@ -99,6 +99,7 @@ class CpuBackend final : public Backend {
         out_q.valid = fused_q != nullptr;
         break;
       case Op::add: cpu::add(in0, ctx.buf(n.in[1]), out, rows * w_out); break;
+      case Op::softcap: cpu::softcap(in0, out, rows * w_out, n.scale); break;
       case Op::moe:
         moe_scratch_.observer = nullptr;
         if (ctx.expert_inputs)

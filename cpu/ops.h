@@ -27,6 +27,8 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
 // code, no row kernels yet: a small share of a step beside the FFN's matmuls).
 float gelu_tanh(float x);
 void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq = nullptr);
+// y = cap tanh(x / cap) over n values (logit soft-capping); y may alias x.
+void softcap(const float* x, float* y, int64_t n, float cap);
 // y = a + b; y may alias a.
 void add(const float* a, const float* b, float* y, int64_t count);
 

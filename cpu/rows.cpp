@@ -111,6 +111,12 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
 }
 
+void softcap(const float* x, float* y, int64_t n, float cap) {
+  parallel_for(n, 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = cap * std::tanh(x[i] / cap);
+  });
+}
+
 void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq) {
   if (yq) yq->resize(n, d);
   const RowKernels& k = row_kernels(selected_isa());

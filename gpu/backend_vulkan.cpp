@@ -464,6 +464,7 @@ class VulkanBackend final : public Backend {
                           spec_.window_of(n.layer), &partial, max_pos,
                           spec_.query_scale()};
       op.sinks = spec_.sinks_of(n.layer);
+      op.softcap = spec_.attn_softcap;
       gpu::attention(*dev_, s, op);
       t0 = t1;
     }

@@ -110,6 +110,7 @@ struct AttentionOp {
   int64_t max_pos = -1;
   float scale = 0;  // the queries' (0: 1 / sqrt(head_dim))
   int64_t sinks = 0;  // with a window: the first positions, seen too (--attention-sinks)
+  float softcap = 0;  // > 0: scores soft-capped, softcap tanh(s / softcap) (Gemma 2)
 };
 bool attention_supported(int64_t head_dim, KvType kv = KvType::f16);
 size_t attention_partial_bytes(int64_t head_dim);

@@ -87,6 +87,7 @@ layout(push_constant) uniform Params {
   uint splits;        // key ranges per (token, head); 1: o written here
   uint value_block_bytes, value_scales;  // the values' (k8v4: not the keys'); Q4: bytes to the f16 scales
   uint sinks;         // with a window: positions [0, sinks) seen too
+  float softcap;      // > 0: a score s becomes softcap tanh(s / softcap) (Gemma 2)
 } p;
 
 shared float qs[ROWS][MAX_DIMS * 64];
@@ -171,6 +172,8 @@ void main() {
     }
     float mx[ROWS];
     for (uint r = 0; r < ROWS; ++r) {
+      // tanh clamped: some drivers take it as a ratio of exponentials, inf / inf past |x| ~ 44.
+      if (p.softcap > 0.0) s[r] = p.softcap * tanh(clamp(s[r] / p.softcap, -15.0, 15.0));
       if ((key < first[r] && key >= p.sinks) || key > last[r]) s[r] = -1.0 / 0.0;
       mx[r] = s[r];
     }

@@ -22,7 +22,8 @@ namespace basalt {
   X(geglu)      /* out = gelu(in0) * in1 (GELU's tanh form)                  */ \
   X(add)        /* out = in0 + in1                                            */ \
   X(moe)        /* out = sum of the top-k experts' SwiGLU FFNs of in0        */ \
-  X(gather_out) /* out = the rows of in0 whose token wants logits             */
+  X(gather_out) /* out = the rows of in0 whose token wants logits             */ \
+  X(softcap)    /* out = scale tanh(in0 / scale) (Gemma 2's logit capping)   */
 
 enum class Op : uint8_t {
 #define BASALT_OP_ENUM(name) name,
@@ -52,7 +53,7 @@ struct Node {
   const MoeWeights* moe = nullptr;
   int layer = -1;  // the block the node belongs to (-1: before or after the blocks)
   float eps = 0;  // rms_norm
-  float scale = 1;  // embed
+  float scale = 1;  // embed, softcap
   float rope_theta = 0, rope_freq_scale = 1;  // rope: this layer's base and position scale
 };
 

@@ -28,6 +28,8 @@ void validate_spec(const ModelSpec& s, const std::string& where) {
   check(s.sliding_window >= 0 && s.swa_period >= 0 && s.rope_theta_swa >= 0, "sliding window " +
         std::to_string(s.sliding_window) + ", period " + std::to_string(s.swa_period));
   check(s.n_ctx_train > 0, "context_length");
+  check(s.attn_softcap >= 0 && s.final_softcap >= 0 && std::isfinite(s.attn_softcap) && std::isfinite(s.final_softcap),
+        "soft-capping " + std::to_string(s.attn_softcap) + ", " + std::to_string(s.final_softcap));
   check(s.rope_freq_factors.empty() || static_cast<int64_t>(s.rope_freq_factors.size()) == s.rope_dim / 2,
         std::to_string(s.rope_freq_factors.size()) + " RoPE frequency factors for " + std::to_string(s.rope_dim / 2) + " pairs");
   for (float x : s.rope_freq_factors) check(std::isfinite(x) && x > 0, "a RoPE frequency factor of " + std::to_string(x));

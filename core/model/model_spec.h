@@ -47,6 +47,9 @@ struct ModelSpec {
   // type: GGUF rope_freqs.weight, or made from config.json); empty: none.
   std::vector<float> rope_freq_factors;
   float attn_scale = 0;      // queries' scale in attention (0: 1 / sqrt(head_dim))
+  // Soft-capping (Gemma 2): a score s becomes cap tanh(s / cap) before the
+  // softmax, a logit the same with final_softcap; 0: none.
+  float attn_softcap = 0, final_softcap = 0;
 
   float query_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 

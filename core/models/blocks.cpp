@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/models/blocks.h"
 
+#include <cmath>
+
 namespace basalt {
 
 DecoderTensors add_decoder_tensors(Graph& g, const ModelSpec& s) {
@@ -62,6 +64,7 @@ void build_output(Graph& g, const Model& m, const DecoderTensors& t) {
   Node& norm = g.add(Op::rms_norm, t.h_out, {t.x_out});
   norm.vec = &m.output_norm(), norm.eps = m.spec().rms_eps;
   g.add(Op::matmul, t.logits, {t.h_out}).weight = &m.output();
+  if (m.spec().final_softcap > 0) g.add(Op::softcap, t.logits, {t.logits}).scale = m.spec().final_softcap;
 }
 
 Graph build_llama_graph(const Model& m) {
@@ -74,6 +77,47 @@ Graph build_llama_graph(const Model& m) {
     g.current_layer = static_cast<int>(i);
     build_attention(g, s, m.layer(i), t);
     build_ffn(g, s, m.layer(i), t);
+  }
+  build_output(g, m, t);
+  return g;
+}
+
+Graph build_gemma_graph(const Model& m) {
+  const ModelSpec& s = m.spec();
+  Graph g;
+  const DecoderTensors t = add_decoder_tensors(g, s);
+  const int post = g.add_tensor("post", s.n_embd);  // a block's output normed (not h: no qa matmul reads it)
+  g.add(Op::embed, t.x, {}).weight = &m.token_embd(), g.nodes.back().scale = std::sqrt(static_cast<float>(s.n_embd));
+  auto norm = [&](int out, int in, const std::vector<float>& w) {
+    Node& n = g.add(Op::rms_norm, out, {in});
+    n.vec = &w, n.eps = s.rms_eps;
+  };
+  auto matmul = [&](int out, int in, const Weight& w) { g.add(Op::matmul, out, {in}).weight = &w; };
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    g.current_layer = static_cast<int>(i);
+    const LayerWeights& l = m.layer(i);
+    const bool local = s.layer_windowed(i);
+    norm(t.h, t.x, l.attn_norm);
+    matmul(t.q, t.h, l.wq);
+    matmul(t.k, t.h, l.wk);
+    matmul(t.v, t.h, l.wv);
+    if (!l.q_norm.empty()) {  // per head: the weights have head_dim values
+      norm(t.q, t.q, l.q_norm);
+      norm(t.k, t.k, l.k_norm);
+    }
+    const bool own_base = local && s.rope_theta_swa > 0;  // no position scaling there
+    for (int x : {t.q, t.k}) build_rope(g, x, own_base ? s.rope_theta_swa : s.rope_theta, own_base ? 1.0f : s.rope_freq_scale);
+    g.add(Op::attention, t.att, {t.q, t.k, t.v});
+    matmul(t.o, t.att, l.wo);
+    norm(post, t.o, l.attn_post_norm);
+    g.add(Op::add, t.x, {t.x, post});
+    norm(t.h, t.x, l.ffn_norm);
+    matmul(t.gate, t.h, l.w_gate);
+    matmul(t.up, t.h, l.w_up);
+    g.add(Op::geglu, t.gate, {t.gate, t.up});
+    matmul(t.o, t.gate, l.w_down);
+    norm(post, t.o, l.ffn_post_norm);
+    g.add(Op::add, t.x, {t.x, post});
   }
   build_output(g, m, t);
   return g;

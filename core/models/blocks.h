@@ -24,11 +24,18 @@ void build_rope(Graph& g, int x, float theta, float freq_scale);
 void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t);
 // x = x + FFN(rms_norm(x)): SwiGLU, or the MoE experts where the spec has them
 void build_ffn(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t);
-// logits = output(rms_norm(x)) for the rows that want them
+// logits = output(rms_norm(x)) for the rows that want them (soft-capped where the spec says)
 void build_output(Graph& g, const Model& m, const DecoderTensors& t);
 
 // The llama graph: embedding, blocks of attention then FFN, output. Qwen2's
 // too: its biases are in the weights.
 Graph build_llama_graph(const Model& m);
+
+// Gemma's graph (2 and 3): the embedding scaled by sqrt(n_embd); per block,
+// RMS norms on each head's Q and K before RoPE where the layer has them
+// (Gemma 3), a norm on the attention's and the FFN's outputs before their
+// residual adds, GeGLU; local layers (ModelSpec::layer_windowed) with their
+// own RoPE base where the spec has one (Gemma 3's rope_theta_swa).
+Graph build_gemma_graph(const Model& m);
 
 }  // namespace basalt

@@ -63,6 +63,7 @@ void attention_ref(const float* q, const float* k, const float* v, float* out, c
         float s = 0;
         for (int64_t i = 0; i < hd; ++i) s += qh[i] * key[i];
         s *= scale;
+        if (spec.attn_softcap > 0) s = spec.attn_softcap * std::tanh(s / spec.attn_softcap);
         // Online softmax: rescale what was accumulated when the max grows.
         const float m_new = std::fmax(m[g], s);
         const float corr = std::exp(m[g] - m_new), w = std::exp(s - m_new);

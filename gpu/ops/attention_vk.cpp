@@ -21,6 +21,7 @@ struct Push {
   uint32_t splits;
   uint32_t value_block_bytes, value_scales;
   uint32_t sinks;
+  float softcap;
 };
 struct MergePush {
   uint32_t n_head, head_dim, splits, ldo, o_offset;
@@ -110,7 +111,8 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(splits, "splits"),
                   u32(KvCache::block_bytes(op.n_head_kv, op.head_dim, op.kv_type, 1), "value block bytes"),
                   u32(scales_offset(op.n_head_kv * op.head_dim, kv_side_type(op.kv_type, 1)), "value scales"),
-                  u32(op.window > 0 ? op.sinks : 0, "sinks")};
+                  u32(op.window > 0 ? op.sinks : 0, "sinks"),
+                  op.softcap};
   const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
     throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");

@@ -118,6 +118,14 @@ CASES: list[Case] = [
     # ... past its 512-position window, in 64-token chunks: its local layers' caches are rings
     # of 10 blocks (the window and a chunk) over 11 blocks of context, wrapped around.
     Case("gemma3_real_past_window", model="gemma3", n_tokens=704, ubatch=64, base="gemma3_real"),
+    # Gemma 2 (synthetic): every other layer local (a 24-position window, past it), the output
+    # tied, and soft-capping so small (scores 2, logits 3) that it bends most values: a
+    # missing or misplaced tanh is far outside the bounds. Then head_dim 64 (the AVX-512
+    # bf16 and int8 score paths) past a 40-position window in 16-token chunks (rings).
+    Case("gemma2_f32", _dense("gemma2", "f32", "--n-layer", "4", "--tied", "--window", "24",
+                              "--attn-softcap", "2", "--final-softcap", "3"), n_tokens=64),
+    Case("gemma2_q4_k_hd64", _dense("gemma2", "q4_k", "--n-layer", "4", "--tied", "--window", "40",
+                                    "--attn-softcap", "2", "--final-softcap", "3"), n_tokens=160, ubatch=16),
     # A Mistral-style window on every layer (basalt --window), with and without attention sinks,
     # past it in 16-token chunks: rings of 2 blocks (and the sinks') over 5 blocks.
     Case("llama_q8_0_window40", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,
@@ -134,8 +142,9 @@ CASES: list[Case] = [
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",
-                 "llama_moe4_top2_f32", "gemma3_real", "llama_rope_yarn4_f32", "llama_rope_llama3_f32")),
-        ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real")),
+                 "llama_moe4_top2_f32", "gemma3_real", "llama_rope_yarn4_f32", "llama_rope_llama3_f32",
+                 "gemma2_f32")),
+        ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real", "gemma2_q4_k_hd64")),
         ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
         ("attn,experts", ("llama_moe4_top2_q8_0",)))
 _BASE = {c.name: c for c in CASES}
@@ -160,7 +169,8 @@ CASES += [Case("gpu_all_llama_q8_0_partial", ("--arch", "llama", "--type", "q8_0
 # dims 64 and 32, GQA, a long context, the real model; on the CPU and on the
 # device (whole model, attention decoding token by token, and the device lost
 # mid-run, so the CPU's q8 cache takes over).
-_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real")),
+_Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qwen2_hd64_q4_k", "smollm2_real",
+             "gemma2_q4_k_hd64")),
        ("all", ("llama_q8_0_4layers_long", "smollm2_real")),
        ("attn", ("llama_gqa4_f32",)))
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8",

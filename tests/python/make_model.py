@@ -3,15 +3,22 @@
 # Writes small synthetic GGUF models (random weights, any shape) for tests.
 """Write a synthetic GGUF model with random weights.
 
-    make_model.py OUT.gguf --arch llama|qwen2 [--n-embd 64 --n-layer 2
+    make_model.py OUT.gguf --arch llama|qwen2|gemma2 [--n-embd 64 --n-layer 2
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
         [--rope-theta 10000 --rope-scale-linear 1.0] [--rope-yarn FACTOR:ORIG_CTX]
         [--rope-llama3 FACTOR:LOW:HIGH:ORIG_CTX] [--seed 0]
         [--vocab smollm2|tiny] [--vocab-size N]
+        [--window W --attn-softcap C --final-softcap C]   (gemma2)
 
 Tensor names and metadata keys are those llama.cpp writes, so llama.cpp
 loads these files too (tests/python/validate_reference.py relies on it).
+
+gemma2: post-attention and post-FFN norms, the output tied to the embedding
+(llama.cpp's Gemma 2 has no output.weight), every other layer local with
+--window W, and soft-capping of scores and logits (--attn-softcap,
+--final-softcap; Gemma 2's are 50 and 30, which random weights never reach:
+tests set small ones so that the capping shows).
 
 Weight types (--type):
   f32 f16 bf16              dense
@@ -211,6 +218,9 @@ class ModelConfig:
     vocab: str = "tiny"
     vocab_size: int = 0              # 0 = the vocabulary's own size
     rms_eps: float = 1e-5
+    window: int = 0                  # gemma2: the local layers' sliding window
+    attn_softcap: float = 50.0       # gemma2
+    final_softcap: float = 30.0      # gemma2
 
     @property
     def hd(self) -> int:
@@ -254,8 +264,12 @@ def weight_type(cfg: ModelConfig, name: str, i_layer: int = -1) -> QT:
 
 def check_config(cfg: ModelConfig) -> None:
     """Raise ValueError with an actionable message for shapes the format cannot hold."""
-    if cfg.arch not in ("llama", "qwen2"):
-        raise ValueError(f"--arch {cfg.arch}: only llama and qwen2 are supported")
+    if cfg.arch not in ("llama", "qwen2", "gemma2"):
+        raise ValueError(f"--arch {cfg.arch}: only llama, qwen2 and gemma2 are supported")
+    if cfg.arch == "gemma2" and not cfg.tied:
+        raise ValueError("--arch gemma2 needs --tied (llama.cpp's Gemma 2 reuses the embedding as the output)")
+    if cfg.arch == "gemma2" and cfg.window <= 0:
+        raise ValueError("--arch gemma2 needs --window W > 0 (its local layers' sliding window)")
     if cfg.wtype not in WEIGHT_TYPES:
         raise ValueError(f"--type {cfg.wtype}: choose one of {', '.join(WEIGHT_TYPES)}")
     if cfg.n_head % cfg.n_head_kv != 0:
@@ -485,6 +499,8 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             bias(p + "attn_k.bias", cfg.n_head_kv * hd)
             bias(p + "attn_v.bias", cfg.n_head_kv * hd)
         lin(p + "attn_output.weight", d, cfg.n_head * hd, gain=0.5)
+        if cfg.arch == "gemma2":
+            norm(p + "post_attention_norm.weight", d)
         norm(p + "ffn_norm.weight", d)
         if E:
             lin(p + "ffn_gate_inp.weight", E, d, gain=2.0)
@@ -495,6 +511,8 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             lin(p + "ffn_gate.weight", ff, d)
             lin(p + "ffn_up.weight", ff, d)
             lin(p + "ffn_down.weight", d, ff, gain=0.5)
+        if cfg.arch == "gemma2":
+            norm(p + "post_ffw_norm.weight", d)
     norm("output_norm.weight", d)
     if not cfg.tied:
         lin("output.weight", n_vocab, d, gain=4.0)
@@ -545,6 +563,10 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(float(factor))
         w.add_rope_scaling_orig_ctx_len(int(orig))
+    if cfg.arch == "gemma2":
+        w.add_sliding_window(cfg.window)
+        w.add_attn_logit_softcapping(cfg.attn_softcap)
+        w.add_final_logit_softcapping(cfg.final_softcap)
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
@@ -590,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 1)[1])
-    p.add_argument("--arch", choices=["llama", "qwen2"], default="llama")
+    p.add_argument("--arch", choices=["llama", "qwen2", "gemma2"], default="llama")
     p.add_argument("--n-embd", type=int, default=64)
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-head", type=int, default=4)
@@ -607,6 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-yarn", default="", metavar="FACTOR:ORIGINAL_CTX", help="YaRN RoPE scaling")
     p.add_argument("--rope-llama3", default="", metavar="FACTOR:LOW:HIGH:ORIGINAL_CTX",
                    help="Llama 3.1 RoPE scaling, as a rope_freqs.weight tensor")
+    p.add_argument("--window", type=int, default=0, help="gemma2: the local layers' sliding window")
+    p.add_argument("--attn-softcap", type=float, default=50.0, help="gemma2: scores' soft-capping")
+    p.add_argument("--final-softcap", type=float, default=30.0, help="gemma2: logits' soft-capping")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab", choices=["tiny", "smollm2"], default="tiny")
     p.add_argument("--vocab-size", type=int, default=0,
@@ -621,7 +646,8 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
         rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, rope_yarn=ns.rope_yarn,
-        rope_llama3=ns.rope_llama3, seed=ns.seed,
+        rope_llama3=ns.rope_llama3, seed=ns.seed, window=ns.window,
+        attn_softcap=ns.attn_softcap, final_softcap=ns.final_softcap,
         vocab=ns.vocab, vocab_size=ns.vocab_size)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# An independent numpy forward pass (llama, qwen2, Mixtral-style MoE, Gemma 3) over a GGUF file.
+# An independent numpy forward pass (llama, qwen2, Mixtral-style MoE, Gemma 2 and 3) over a GGUF file.
 """Reference logits for a GGUF model, computed in float64 numpy.
 
     reference_forward.py MODEL.gguf --tokens 1,2,3 --out LOGITS.npy
@@ -25,6 +25,10 @@ validate_reference.py):
     local layers attend to the last `sliding_window` positions with RoPE
     base rope.freq_base_swa (10000), all but every sliding_window_pattern-th
     (6) layer. Its GGUF norm weights already hold HF's 1 + w.
+  - Gemma 2 (HF modeling_gemma2.py): Gemma 3 without the Q and K norms, one
+    RoPE base, every other layer local (0, 2, ...; window 4096 by default),
+    and soft-capping: scores (after the scale) and logits become
+    cap * tanh(x / cap) (attn_logit_softcapping 50, final_logit_softcapping 30).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import numpy as np
 import gguf
 
 # rope ordering per architecture: False = adjacent pairs, True = NeoX halves
-ROPE_NEOX = {"llama": False, "qwen2": True, "gemma3": True}
+ROPE_NEOX = {"llama": False, "qwen2": True, "gemma2": True, "gemma3": True}
 
 
 class Model:
@@ -75,10 +79,18 @@ class Model:
         self.n_expert = self.meta(f"{a}.expert_count", 0)
         self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
-        self.gemma = a == "gemma3"
-        self.window = self.meta(f"{a}.attention.sliding_window", 0) if self.gemma else 0
-        self.swa_period = self.meta(f"{a}.attention.sliding_window_pattern", 6) if self.gemma else 0
-        self.rope_base_swa = self.meta(f"{a}.rope.freq_base_swa", 10000.0) if self.gemma else self.rope_base
+        self.gemma = a in ("gemma2", "gemma3")
+        gemma2 = a == "gemma2"
+        self.window = self.meta(f"{a}.attention.sliding_window", 4096 if gemma2 else 0) if self.gemma else 0
+        self.swa_period = 2 if gemma2 else self.meta(f"{a}.attention.sliding_window_pattern", 6) if self.gemma else 0
+        # Gemma 3's local layers: a RoPE base of their own, no scaling
+        self.own_local_rope = a == "gemma3"
+        self.rope_base_swa = self.meta(f"{a}.rope.freq_base_swa", 10000.0) if self.own_local_rope else self.rope_base
+        self.attn_softcap = self.meta(f"{a}.attn_logit_softcapping", 50.0) if gemma2 else 0.0
+        self.final_softcap = self.meta(f"{a}.final_logit_softcapping", 30.0 if gemma2 else 0.0) if self.gemma else 0.0
+        # HF's query_pre_attn_scalar: head_dim but for the 27B models (Gemma 2: 46 layers, 3: 62): n_embd / n_head
+        self.scale_dim = (self.n_embd // self.n_head if self.n_layer == (46 if gemma2 else 62) and self.gemma
+                          else self.head_dim)
         self.sinks = 0
 
     def stream(self, window: int, sinks: int) -> None:
@@ -222,11 +234,11 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     q = proj("attn_q").reshape(n_tok, m.n_head, hd)
     k = proj("attn_k").reshape(n_tok, m.n_head_kv, hd)
     v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
-    if m.gemma:  # per head, before RoPE
+    if m.has(p + "attn_q_norm.weight"):  # Gemma 3: per head, before RoPE
         q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]
-    local_rope = m.gemma and m.local(i)  # Gemma 3's local layers: their own base, no scaling
+    local_rope = m.own_local_rope and m.local(i)
     freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
     k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
@@ -235,8 +247,7 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     group = m.n_head // m.n_head_kv                                # query heads per kv head
     k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
     v = np.repeat(v, group, axis=1)
-    # Gemma 3: HF's query_pre_attn_scalar, head_dim but for the 27B (62 layers): n_embd / n_head
-    scale_dim = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else hd
+    scale_dim = m.scale_dim
     bf16_dots = dots == "bf16" and hd % 32 == 0
     if bf16_dots:  # the engine's f16 cache through bf16 dot products (cpu/attention.h): what it rounds
         q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
@@ -247,6 +258,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, np.float32(1)), np.float32(0))
         q = (np.rint(qs * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) * np.sqrt(scale_dim)
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
+    if m.attn_softcap:
+        scores = m.attn_softcap * np.tanh(scores / m.attn_softcap)
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
     if m.local(i):                                                 # keys window or more before it,
         outside = np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.window)
@@ -332,7 +345,10 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
         x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied
-    return (x @ m.get(head).T).astype(np.float32)
+    logits = x @ m.get(head).T
+    if m.final_softcap:
+        logits = m.final_softcap * np.tanh(logits / m.final_softcap)
+    return logits.astype(np.float32)
 
 
 def forward(path: str, tokens: list[int]) -> np.ndarray:

@@ -46,6 +46,7 @@ struct Case {
   float key_growth = 0;        // cached key p times 1 + key_growth * p / 1000: the rows' max jumps in late blocks
   int64_t window = 0;          // a sliding window: each token sees its last `window` positions (0: all)
   int64_t sinks = 0;           // with a window: the first `sinks` positions too
+  float softcap = 0;           // scores soft-capped: cap tanh(s / cap) (Gemma 2)
 
   std::string name() const {
     std::string s = "head_dim " + std::to_string(head_dim) + " kv heads " + std::to_string(n_kv) + " ratio " +
@@ -54,6 +55,7 @@ struct Case {
       s += " | seq " + std::to_string(i) + ": " + std::to_string(n_tok[i]) + " tokens after " + std::to_string(ctx[i]);
     if (window) s += " | window " + std::to_string(window);
     if (sinks) s += " | sinks " + std::to_string(sinks);
+    if (softcap) s += " | softcap " + std::to_string(softcap);
     return s + (interleave ? " interleaved" : "") + " q x" + std::to_string(q_scale) +
            (key_growth ? " keys growing x" + std::to_string(key_growth) : "");
   }
@@ -96,6 +98,10 @@ const Case kCases[] = {
     {128, 1, 4, {4083}, {17}, false, 1.0f, 0.0f, 512, 4},
     {64, 1, 2, {500}, {40}, false, 1.0f, 0.0f, 20, 3},
     {64, 2, 3, {2000}, {1}, false, 4.0f, 0.0f, 100, 1},  // a decode split across threads, a sharp softmax
+    // Soft-capped scores of tens (Gemma 2): a prefill, a split decode, a window.
+    {64, 2, 3, {100}, {17}, false, 4.0f, 0.0f, 0, 0, 5.0f},
+    {128, 2, 4, {2000}, {1}, false, 4.0f, 0.0f, 0, 0, 3.0f},
+    {64, 2, 3, {100}, {40}, false, 4.0f, 0.0f, 50, 0, 5.0f},
 };
 
 ModelSpec spec_of(const Case& c) {
@@ -107,6 +113,7 @@ ModelSpec spec_of(const Case& c) {
   s.n_embd = s.n_head * s.head_dim;
   s.sliding_window = c.window;  // every layer (swa_period 0)
   s.attention_sinks = c.sinks;
+  s.attn_softcap = c.softcap;
   return s;
 }
 

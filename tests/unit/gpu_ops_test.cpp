@@ -416,10 +416,11 @@ struct AttnCase {
 // cpu::attention writes the batch's keys and values into the cache and
 // cpu::attention_ref gives the reference; the device reads that cache.
 // `ringed`: the layer keeps its window in a ring of blocks (KvCache, runs of 256).
-// `sinks` (with a window): the first positions, seen too.
+// `sinks` (with a window): the first positions, seen too. `softcap`: scores soft-capped (Gemma 2).
 void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int64_t window = 0,
-                     KvType type = KvType::f16, bool ringed = false, int64_t sinks = 0) {
+                     KvType type = KvType::f16, bool ringed = false, int64_t sinks = 0, float softcap = 0) {
   ModelSpec spec = one_layer_spec(c.n_kv * c.ratio, c.n_kv, c.head_dim);
+  spec.attn_softcap = softcap;
   const int64_t n_ctx = c.depth + c.n_tok, qd = spec.q_dim(), kvd = spec.kv_dim();
   if (ringed) spec.sliding_window = window, spec.attention_sinks = sinks;
   KvCache kv = ringed ? KvCache(spec, n_ctx, 1, type, 256) : testutil::interleaved_kv_cache(spec, n_ctx, 1, type);
@@ -453,6 +454,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += q[t * qd + h * hd + d] * kv.key(0, 0, p, kvh * hd + d);
           sc.push_back(dot / std::sqrt(static_cast<double>(hd)));
+          if (softcap > 0) sc.back() = softcap * std::tanh(sc.back() / softcap);
           mx = std::max(mx, sc.back());
         }
         double l = 0;
@@ -484,6 +486,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     gpu::AttentionOp op{&qb, 0, qd, &kb, &vb, type, &tb, 3, kv.block_bytes(), &pb, 0, &ob, 0, qd,
                         c.n_tok, spec.n_head, spec.n_head_kv, spec.head_dim, window};
     op.sinks = sinks;
+    op.softcap = softcap;
     if (split) op.partial = &partial, op.max_pos = c.depth + c.n_tok - 1;
     s.fill_zero(ob, 0, got.size() * 4);
     // q4 values are stored rotated: the output rotated back (as the backend does).
@@ -494,7 +497,7 @@ void check_attention(gpu::Device& dev, const AttnCase& c, std::mt19937& rng, int
     s.finish();
     EXPECT_LT(nmse(got, want), 1e-9) << "head_dim " << c.head_dim << " kv heads " << c.n_kv << " ratio " << c.ratio
                                      << " depth " << c.depth << " tokens " << c.n_tok << " window " << window << " sinks " << sinks
-                                     << (split ? " split-K" : "") << " kv " << kv_type_name(type);
+                                     << (split ? " split-K" : "") << " kv " << kv_type_name(type) << " softcap " << softcap;
   }
 }
 
@@ -530,6 +533,20 @@ TEST(GpuOps, SlidingWindowAttentionMatchesFloat64) {
     for (KvType type : {KvType::f16, KvType::q8, KvType::k8v4})  // rings of 6 blocks over 1003 positions
       check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, true);
     check_attention(*dev, {96, 1, 2, 300, 4}, rng, 70, KvType::q4);  // rotated in blocks of 32
+  });
+}
+
+// Gemma 2's soft-capped scores (cap 0.3 bends these, of order 0.3): prefill,
+// a split decode past 4k, a window (in rings), each cache type.
+TEST(GpuOps, SoftCappedAttentionMatchesCpu) {
+  NEED_DEVICE(dev);
+  std::mt19937 rng(13);
+  testutil::for_each_variant(*dev, [&] {
+    for (KvType type : {KvType::f16, KvType::q8, KvType::q4, KvType::k8v4}) {
+      check_attention(*dev, {64, 3, 3, 0, 17}, rng, 0, type, false, 0, 0.3f);
+      check_attention(*dev, {64, 2, 2, 1000, 3}, rng, 50, type, type != KvType::q4, 0, 0.3f);  // rings but q4's
+    }
+    check_attention(*dev, {64, 4, 8, 4099, 1}, rng, 0, KvType::f16, false, 0, 0.3f);
   });
 }
 

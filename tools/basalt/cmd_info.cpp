@@ -44,6 +44,15 @@ void info(const ModelOptions& o) {
     std::printf("rope scaling    YaRN from %lld tokens (beta fast %g, slow %g)\n", static_cast<long long>(s.yarn_orig_ctx),
                 s.yarn_beta_fast, s.yarn_beta_slow);
   if (!s.rope_freq_factors.empty()) std::printf("rope scaling    a factor per dimension pair (Llama 3.1's llama3)\n");
+  if (s.sliding_window > 0) {
+    if (s.swa_period > 0)
+      std::printf("attention       a window of %lld positions, but every %lld%s layer global\n",
+                  static_cast<long long>(s.sliding_window), static_cast<long long>(s.swa_period),
+                  s.swa_period == 2 ? "nd" : s.swa_period == 3 ? "rd" : "th");
+    else std::printf("attention       a window of %lld positions on every layer\n", static_cast<long long>(s.sliding_window));
+  }
+  if (s.attn_softcap > 0 || s.final_softcap > 0)
+    std::printf("soft-capping    scores %g, logits %g (0: none)\n", s.attn_softcap, s.final_softcap);
   std::printf("rms norm eps    %g\n", s.rms_eps);
   std::printf("output          %s\n", s.tied_output ? "tied to the token embedding" : "separate");
   const GenerationDefaults& g = m->generation_defaults();
