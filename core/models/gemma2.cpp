@@ -13,17 +13,16 @@
 
 namespace basalt {
 
+const TensorNames& gemma3_gguf_names();  // core/models/gemma3.cpp: Gemma 2 has the same but the Q/K norms
+
 namespace {
 
 const TensorNames& gemma2_gguf_names() {
-  static const TensorNames names = {
-    "token_embd", "output_norm", "output",
-    "blk.{i}.attn_norm", "blk.{i}.ffn_norm",
-    "blk.{i}.attn_q", "blk.{i}.attn_k", "blk.{i}.attn_v", "blk.{i}.attn_output",
-    "blk.{i}.ffn_gate", "blk.{i}.ffn_up", "blk.{i}.ffn_down",
-    "", "", "", "",
-    "", "",
-    "blk.{i}.post_attention_norm", "blk.{i}.post_ffw_norm"};
+  static const TensorNames names = [] {
+    TensorNames n = gemma3_gguf_names();
+    n.q_norm = n.k_norm = "";
+    return n;
+  }();
   return names;
 }
 

@@ -13,8 +13,6 @@
 
 namespace basalt {
 
-namespace {
-
 const TensorNames& gemma3_gguf_names() {
   static const TensorNames names = {
     "token_embd", "output_norm", "output",
@@ -26,6 +24,8 @@ const TensorNames& gemma3_gguf_names() {
     "blk.{i}.post_attention_norm", "blk.{i}.post_ffw_norm"};
   return names;
 }
+
+namespace {
 
 // llama.cpp's defaults where the file says nothing: a global layer every 6th,
 // local RoPE base 10000, queries scaled by HF's query_pre_attn_scalar^-1/2,
