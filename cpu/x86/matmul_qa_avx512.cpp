@@ -45,6 +45,14 @@ struct Prefetch {
   int64_t lines;        // its cache lines
 };
 
+// A block's two halves with scales of their own (Q6_K): their int32 sums
+// times their scales, added, before x's scale multiplies the total (one
+// multiply fewer than scaling each by x's: docs/PERFORMANCE.md 3.1c). Every
+// path takes it, so that prefill and decode round alike.
+inline __m512 scaled_halves(__m512i a0, __m512i a1, __m512 scale, __m512 scale_hi) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), scale, _mm512_mul_ps(_mm512_cvtepi32_ps(a1), scale_hi));
+}
+
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
 // two read streams, which this CPU needs to reach its bandwidth (decode).
 template <int Bits, QaScales S, int NT, int NTILE>
@@ -115,8 +123,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
           }
           __m512& ac = acc[u][i];
           if constexpr (kSplitHalves) {
-            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(scale, vxd), ac);
-            ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(scale_hi, vxd), ac);
+            ac = _mm512_fmadd_ps(scaled_halves(a0, a1, scale, scale_hi), vxd, ac);
           } else {
             ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(scale, vxd), ac);
             if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, _mm512_set1_ps(xds0[i * d_stride + b]), ac);
@@ -211,8 +218,11 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
         const float xd = xd0[i * d_stride + b];
         const __m512 vxd = _mm512_set1_ps(xd);
         __m512& ac = acc[u][i];
-        ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[u][i]), _mm512_mul_ps(scale, vxd), ac);
-        if constexpr (kSplitHalves) ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[u][i]), _mm512_mul_ps(scale_hi, vxd), ac);
+        if constexpr (kSplitHalves) {
+          ac = _mm512_fmadd_ps(scaled_halves(a0[u][i], a1[u][i], scale, scale_hi), vxd, ac);
+        } else {
+          ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[u][i]), _mm512_mul_ps(scale, vxd), ac);
+        }
         if constexpr (S == QaScales::f16_affine || S == QaScales::kquant || S == QaScales::f16_zero) {
           const __m512 xs = _mm512_set1_ps(xds0[i * d_stride + b]);
           if constexpr (S == QaScales::f16_affine) ac = _mm512_fmadd_ps(bias, xs, ac);
