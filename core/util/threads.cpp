@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 #include <utility>
 
 namespace basalt {
@@ -29,7 +31,8 @@ int physical_core_count() {
 
 namespace {
 std::atomic<bool> g_pin{false};
-}
+
+}  // namespace
 
 void set_thread_count(int n, bool pin) {
   omp_set_num_threads(n > 0 ? n : physical_core_count());
@@ -40,5 +43,11 @@ void set_thread_count(int n, bool pin) {
 int thread_count() { return omp_get_max_threads(); }
 
 bool pin_threads_wanted() { return g_pin; }
+
+void prefer_passive_openmp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 0) != 0) return;
+  execv("/proc/self/exe", argv);  // returns only if it failed: go on as we are
+}
 
 }  // namespace basalt

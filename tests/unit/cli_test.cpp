@@ -40,6 +40,19 @@ TEST(Cli, InfoDescribesTheModel) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
+// OpenMP (oneDNN's threads) waits passively unless the user chose a policy,
+// as libgomp itself sees it (core/util/threads.h, prefer_passive_openmp):
+// passive is no spinning at all, where an unset policy spins 300000 polls.
+TEST(Cli, OpenMpWaitsPassivelyUnlessTheUserChose) {
+  Result r = basalt_cmd("info " + test::smollm2_path(), "", "env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.out;
+  r = basalt_cmd("info " + test::smollm2_path(), "", "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.out;
+}
+
 TEST(Cli, GreedyRunIsDeterministicAndReportsSpeed) {
   Result a = basalt_cmd("run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0");
   Result b = basalt_cmd("run " + model_arg() + " -p 'The capital of France is' -n 8 --temp 0");

@@ -4,9 +4,11 @@
 
 #include "core/engine/builtin_backends.h"
 #include "core/error.h"
+#include "core/util/threads.h"
 #include "tools/basalt/common.h"
 
 int main(int argc, char** argv) {
+  basalt::prefer_passive_openmp(argv);
   basalt::register_builtin_backends();
   CLI::App app{"basalt: fast LLM inference on the CPU"};
   app.require_subcommand(1);
