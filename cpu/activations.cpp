@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "cpu/activations.h"
 
+#include <algorithm>
+
 namespace basalt {
 
 void QuantizedActs::resize(int64_t n, int64_t c) {
@@ -11,6 +13,18 @@ void QuantizedActs::resize(int64_t n, int64_t c) {
   d.resize(static_cast<size_t>(n * (stride / 32)));
   sum16.resize(static_cast<size_t>(n * (stride / 16)));
   dsum.resize(static_cast<size_t>(n * (stride / 32)));
+}
+
+void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_t n) {
+  resize(n, src.cols);
+  const int64_t nd = stride / 32, ns = stride / 16;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows[i];
+    std::copy_n(src.q_row(r), stride, q.data() + i * stride);
+    std::copy_n(src.d_row(r), nd, d.data() + i * nd);
+    std::copy_n(src.sum16_row(r), ns, sum16.data() + i * ns);
+    std::copy_n(src.dsum_row(r), nd, dsum.data() + i * nd);
+  }
 }
 
 }  // namespace basalt

@@ -23,6 +23,9 @@ struct QuantizedActs {
   std::vector<float> dsum;
 
   void resize(int64_t n_tok, int64_t cols);
+  // Rows rows[0..n) of src: what quantizing those rows of src's input gives
+  // (rows are quantized each on its own), without doing it again.
+  void gather(const QuantizedActs& src, const int32_t* rows, int64_t n);
   BASALT_ALWAYS_INLINE const int8_t* q_row(int64_t t) const { return q.data() + t * stride; }
   BASALT_ALWAYS_INLINE const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
   BASALT_ALWAYS_INLINE const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }

@@ -83,7 +83,9 @@ void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d
     const int32_t *gate_perm = m.gate->perm_of(e), *up_perm = m.up->perm_of(e), *down_perm = m.down->perm_of(e);
     const bool same_order = gate_perm == nullptr ? up_perm == nullptr : up_perm && std::equal(gate_perm, gate_perm + d, up_perm);
     const QuantizedActs* xq = nullptr;
-    const float* xg = gather(s.xe.data(), ne, d, gate_perm, s.xp, s.hq, q_experts, &xq);
+    // In the model's column order, the router's int8 rows are this expert's too.
+    const float* xg = gather(s.xe.data(), ne, d, gate_perm, s.xp, s.hq, q_experts && gate_perm, &xq);
+    if (q_experts && !gate_perm) s.hq.gather(s.xq, s.tokens.data(), ne), xq = &s.hq;
     matmul({m.gate, xg, xq, ne, s.gate.data(), F, e * F, (e + 1) * F});
     if (!same_order) xg = gather(s.xe.data(), ne, d, up_perm, s.xp, s.hq, q_experts, &xq);
     matmul({m.up, xg, xq, ne, s.up.data(), F, e * F, (e + 1) * F});
