@@ -9,9 +9,9 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <unistd.h>
-#include <utility>
 
 namespace basalt {
 
@@ -31,8 +31,7 @@ int physical_core_count() {
 
 namespace {
 std::atomic<bool> g_pin{false};
-
-}  // namespace
+}
 
 void set_thread_count(int n, bool pin) {
   omp_set_num_threads(n > 0 ? n : physical_core_count());
