@@ -121,7 +121,7 @@ KvCache::KvCache(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_bloc
     spec_windowed_.push_back(spec.layer_windowed(l));
     layer_at_.push_back(ring_pool_ > 0 && spec.layer_windowed(l) ? ring_layers_++ : pool_layers_++);
   }
-  data_ = aligned_alloc_bytes(bytes());  // resident as positions fill
+  data_ = aligned_alloc_bytes(pool_bytes());  // resident as positions fill
   if (kv_side_type(type, 0) == KvType::q4) {
     const auto stages = static_cast<size_t>(n_layer_ * n_seq);
     stages_.resize(stages);
@@ -155,14 +155,16 @@ size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n
   const int64_t rings = ring_pool_for(spec, n_ctx, n_seq, n_blocks, run_tokens, ring_pool);
   int64_t blocks = 0;
   for (int64_t l = 0; l < spec.n_layer; ++l) blocks += rings > 0 && spec.layer_windowed(l) ? rings : n_blocks;
-  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type));
+  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type)) +
+         stage_bytes(spec.n_layer, spec.kv_dim(), n_seq, type);
 }
 
 size_t KvCache::bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens) {
   const int64_t all = blocks_for(n_ctx), ring = ring_blocks_for(spec, n_ctx, run_tokens);
   int64_t blocks = 0;
   for (int64_t l = 0; l < spec.n_layer; ++l) blocks += spec.layer_windowed(l) ? ring : all;
-  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type));
+  return static_cast<size_t>(blocks * kBlock * position_bytes(spec.n_head_kv, spec.head_dim, type)) +
+         stage_bytes(spec.n_layer, spec.kv_dim(), 1, type);
 }
 
 bool KvCache::window_kept(const int32_t* blocks, int64_t begin) const {

@@ -134,11 +134,19 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }  // the most positions one sequence may have
   int n_seq() const { return n_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return static_cast<size_t>((pool_layers_ * n_blocks_ + ring_layers_ * ring_pool_) * pair_bytes()); }
-  // What one sequence of `positions` holds: its blocks' keys and values in every layer.
+  // The blocks' memory and the q4 keys' stages (stage_bytes).
+  size_t bytes() const { return pool_bytes() + stage_bytes(n_layer_, kv_dim_, n_seq_, type_); }
+  // What one sequence of `positions` holds: its blocks' keys and values in every layer, and its stages.
   size_t bytes_for(int64_t positions) const {
     return static_cast<size_t>((pool_layers_ * blocks_for(positions) + ring_layers_ * std::min(blocks_for(positions), ring_blocks_)) *
-                               pair_bytes());
+                               pair_bytes()) +
+           stage_bytes(n_layer_, kv_dim_, 1, type_);
+  }
+  // q4 keys: each (layer, sequence) stages the group being written in f16,
+  // with each dimension's least and greatest value (72 bytes a dimension).
+  static size_t stage_bytes(int64_t n_layer, int64_t kv_dim, int n_seq, KvType type) {
+    if (kv_side_type(type, 0) != KvType::q4) return 0;
+    return static_cast<size_t>(n_layer * n_seq * kv_dim) * (kKeyGroup * sizeof(uint16_t) + 2 * sizeof(float));
   }
   // What one sequence of n_ctx positions holds in a cache made with this spec, type and run_tokens.
   static size_t bytes(const ModelSpec& spec, int64_t n_ctx, KvType type, int64_t run_tokens = 0);
@@ -303,6 +311,7 @@ class KvCache {
     int32_t block = -1;
   };
   int64_t pair_bytes() const { return block_bytes(0) + block_bytes(1); }
+  size_t pool_bytes() const { return static_cast<size_t>((pool_layers_ * n_blocks_ + ring_layers_ * ring_pool_) * pair_bytes()); }
   // The rings' pool of a cache made with these arguments (0: no rings).
   static int64_t ring_pool_for(const ModelSpec& spec, int64_t n_ctx, int n_seq, int64_t n_blocks, int64_t run_tokens,
                                int64_t ring_pool);

@@ -925,6 +925,24 @@ TEST(KvCache, Q8Rounding) {
   EXPECT_EQ(strided[6], 127);
 }
 
+// q4 keys' stages (the group being written of each layer and sequence, 72
+// bytes a dimension) count in the cache's memory, as the budget checks see it:
+// bytes() and bytes_for() of the cache, and the static estimates, alike.
+TEST(KvCache, Q4KeysStagesCountInItsBytes) {
+  const ModelSpec spec = heads_spec(3, 2, 64);
+  const int64_t n_ctx = 256, blocks = 3 * KvCache::blocks_for(n_ctx);
+  for (KvType type : {KvType::q4, KvType::k8v4, KvType::q8}) {
+    KvCache kv(spec, n_ctx, 2, blocks, type, 64);
+    const size_t stages = type == KvType::q4 ? size_t{3 * 2 * 128 * 72} : 0;
+    EXPECT_EQ(KvCache::stage_bytes(3, 128, 2, type), stages) << kv_type_name(type);
+    EXPECT_EQ(kv.bytes(), static_cast<size_t>(3 * blocks * (kv.block_bytes(0) + kv.block_bytes(1))) + stages);
+    EXPECT_EQ(kv.bytes(), KvCache::bytes(spec, n_ctx, 2, blocks, type, 64, 0)) << kv_type_name(type);
+    EXPECT_EQ(kv.bytes_for(n_ctx), KvCache::bytes(spec, n_ctx, type, 64)) << kv_type_name(type);
+    EXPECT_EQ(kv.bytes_for(n_ctx), static_cast<size_t>(3 * KvCache::blocks_for(n_ctx) * (kv.block_bytes(0) + kv.block_bytes(1))) +
+                                       stages / 2);
+  }
+}
+
 // q4 keys' rounding of one channel over a group: step and minimum in f16,
 // codes to the nearest step from the minimum, the least value code 0 and the
 // greatest 15 (within an f16 rounding), a constant channel step 0, a NaN
