@@ -19,6 +19,7 @@
 #include "core/graph/offload.h"
 #include "core/runtime/executor.h"
 #include "core/model/model.h"
+#include "core/util/threads.h"
 #include "cpu/attention.h"
 
 namespace {
@@ -51,6 +52,7 @@ int dump_weight(const basalt::Model& model, const std::string& name, const char*
 }  // namespace
 
 int main(int argc, char** argv) {
+  basalt::prefer_passive_openmp(argv);  // as the basalt command runs
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s MODEL OUT.f32 TOKEN_ID...\n", argv[0]);
     return 2;
