@@ -23,8 +23,7 @@ void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p);
 // y = silu(gate) * up, element-wise; gate, up, y: [n][d]; y may alias gate.
 // yq as for rms_norm. Both run the row kernels of selected_isa() (cpu/rows.h).
 void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq = nullptr);
-// y = gelu(gate) * up with GELU's tanh form, as swiglu (Gemma's FFN; portable
-// code, no row kernels yet: a small share of a step beside the FFN's matmuls).
+// y = gelu(gate) * up with GELU's tanh form, as swiglu (Gemma's FFN).
 float gelu_tanh(float x);
 void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq = nullptr);
 // y = cap tanh(x / cap) over n values (logit soft-capping); y may alias x.

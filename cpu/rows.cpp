@@ -122,7 +122,7 @@ void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, Q
   const RowKernels& k = row_kernels(selected_isa());
   parallel_for(n, rows_per_chunk(d), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      for (int64_t i = t * d; i < (t + 1) * d; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+      k.geglu(gate + t * d, up + t * d, y + t * d, d);
       if (yq) quantize_row(k, y + t * d, t, *yq);
     }
   });

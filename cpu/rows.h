@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Row kernels of the element-wise work between matmuls, per ISA: SwiGLU, the
+// Row kernels of the element-wise work between matmuls, per ISA: SwiGLU, GeGLU, the
 // sum of squares of rms_norm and the int8 quantization of activations
 // (cpu/activations.h). One row at a time, so callers fuse them: a row is
 // quantized right after it is made, while it is still in L1, instead of in a
@@ -15,6 +15,8 @@ namespace basalt::cpu {
 struct RowKernels {
   // y = silu(gate) * up over n values; y may alias gate.
   void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
+  // y = gelu(gate) * up, GELU's tanh form (cpu/ops.h gelu_tanh), over n values; y may alias gate.
+  void (*geglu)(const float* gate, const float* up, float* y, int64_t n);
   // One row of cols values (a multiple of 32) into blocks of 32: q[cols],
   // d[cols / 32] (f16-rounded), sum16[cols / 16]. Every variant gives exactly
   // the reference's bytes (same float operations, round to nearest even).

@@ -2,6 +2,7 @@
 // The definitions every row kernel variant is checked against (cpu/rows.h).
 #include <cmath>
 
+#include "cpu/ops.h"
 #include "cpu/rows.h"
 #include "core/util/half.h"
 
@@ -14,6 +15,10 @@ void swiglu_ref(const float* gate, const float* up, float* y, int64_t n) {
     const float g = gate[i];
     y[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void geglu_ref(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
 }
 
 void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum16) {
@@ -45,6 +50,6 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
 
 }  // namespace
 
-const RowKernels rows_ref{swiglu_ref, quantize_ref, sum_squares_ref, to_f16_ref};
+const RowKernels rows_ref{swiglu_ref, geglu_ref, quantize_ref, sum_squares_ref, to_f16_ref};
 
 }  // namespace basalt::cpu::kernels
