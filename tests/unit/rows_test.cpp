@@ -5,8 +5,10 @@
 // against the two-pass result; GeGLU against its formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -67,20 +69,30 @@ TEST_P(RowKernelsIsa, QuantizeIsBitExact) {
   }
 }
 
-TEST_P(RowKernelsIsa, SwigluMatchesReference) {
-  std::mt19937 rng(8);
+// A gated activation's inputs for each length: gate and up drawn from N(0, 4),
+// and from 8 values on, the gate's first six the edges given (the tail loop
+// below 8 or 16, both SIMD widths, a long row).
+template <typename Check>
+void for_gated_inputs(uint32_t seed, std::initializer_list<float> edges, Check check) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0, 4);
-  for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 5632}) {
-    std::vector<float> g(static_cast<size_t>(n)), u(g.size()), ref(g.size()), got(g.size());
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 9216}) {
+    std::vector<float> g(static_cast<size_t>(n)), u(g.size());
     for (size_t i = 0; i < g.size(); ++i) g[i] = nd(rng), u[i] = nd(rng);
-    if (n >= 8) g[0] = -120, g[1] = 120, g[2] = 0, g[3] = -1e-30f, g[4] = 88, g[5] = -88;
-    kernels::rows_ref.swiglu(g.data(), u.data(), ref.data(), n);
-    for (Isa isa : {GetParam()}) {
-      row_kernels(isa).swiglu(g.data(), u.data(), got.data(), n);
-      for (int64_t i = 0; i < n; ++i)
-        EXPECT_NEAR(got[i], ref[i], 1e-6f * std::fabs(ref[i]) + 1e-30f) << isa_name(isa) << " n " << n << " i " << i << " g " << g[i];
-    }
+    if (n >= 8) std::copy(edges.begin(), edges.end(), g.begin());
+    check(g, u);
   }
+}
+
+TEST_P(RowKernelsIsa, SwigluMatchesReference) {
+  for_gated_inputs(8, {-120, 120, 0, -1e-30f, 88, -88}, [&](const std::vector<float>& g, const std::vector<float>& u) {
+    const auto n = static_cast<int64_t>(g.size());
+    std::vector<float> ref(g.size()), got(g.size());
+    kernels::rows_ref.swiglu(g.data(), u.data(), ref.data(), n);
+    row_kernels(GetParam()).swiglu(g.data(), u.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-6f * std::fabs(ref[i]) + 1e-30f) << isa_name(GetParam()) << " n " << n << " g " << g[i];
+  });
 }
 
 // GeGLU's vector form, x sigmoid(2u), against the reference's 0.5 x (1 + tanh u) and a
@@ -88,23 +100,18 @@ TEST_P(RowKernelsIsa, SwigluMatchesReference) {
 // keeps ~6e-8 of absolute precision in the factor, the vector form its relative one,
 // within the float rounding of its exponent 2u (tens there: ~1e-6 relative).
 TEST_P(RowKernelsIsa, GegluMatchesReference) {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> nd(0, 4);
-  for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 9216}) {
-    std::vector<float> g(static_cast<size_t>(n)), u(g.size()), ref(g.size()), got(g.size());
-    for (size_t i = 0; i < g.size(); ++i) g[i] = nd(rng), u[i] = nd(rng);
-    if (n >= 8) g[0] = -120, g[1] = 120, g[2] = 0, g[3] = -1e-30f, g[4] = 9, g[5] = -9;
+  for_gated_inputs(9, {-120, 120, 0, -1e-30f, 9, -9}, [&](const std::vector<float>& g, const std::vector<float>& u) {
+    const auto n = static_cast<int64_t>(g.size());
+    std::vector<float> ref(g.size()), got(g.size());
     kernels::rows_ref.geglu(g.data(), u.data(), ref.data(), n);
-    for (Isa isa : {GetParam()}) {
-      row_kernels(isa).geglu(g.data(), u.data(), got.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = g[i], want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
-        const double scale = std::fabs(static_cast<double>(g[i]) * u[i]);
-        EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-7 * scale + 1e-30) << isa_name(isa) << " n " << n << " g " << g[i];
-        EXPECT_NEAR(got[i], want, 4e-6 * std::fabs(want) + 1e-12 * scale + 1e-30) << isa_name(isa) << " n " << n << " g " << g[i];
-      }
+    row_kernels(GetParam()).geglu(g.data(), u.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[i], want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+      const double scale = std::fabs(x * u[i]);
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-7 * scale + 1e-30) << isa_name(GetParam()) << " n " << n << " g " << g[i];
+      EXPECT_NEAR(got[i], want, 4e-6 * std::fabs(want) + 1e-12 * scale + 1e-30) << isa_name(GetParam()) << " n " << n << " g " << g[i];
     }
-  }
+  });
 }
 
 // Bit for bit the reference's rounding: halfway cases (to even), values that
