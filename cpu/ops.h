@@ -26,7 +26,7 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, 
 // y = gelu(gate) * up with GELU's tanh form, as swiglu (Gemma's FFN).
 float gelu_tanh(float x);
 void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq = nullptr);
-// y = cap tanh(x / cap) over n values (logit soft-capping); y may alias x.
+// y = cap tanh(x / cap) over n values (logit soft-capping); y may alias x. Row kernels as swiglu's.
 void softcap(const float* x, float* y, int64_t n, float cap);
 // y = a + b; y may alias a.
 void add(const float* a, const float* b, float* y, int64_t count);

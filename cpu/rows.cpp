@@ -112,9 +112,8 @@ float gelu_tanh(float x) {
 }
 
 void softcap(const float* x, float* y, int64_t n, float cap) {
-  parallel_for(n, 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) y[i] = cap * std::tanh(x[i] / cap);
-  });
+  const RowKernels& k = row_kernels(selected_isa());
+  parallel_for(n, 16384, [&](int64_t i0, int64_t i1) { k.softcap(x + i0, y + i0, i1 - i0, cap); });
 }
 
 void geglu(const float* gate, const float* up, float* y, int64_t n, int64_t d, QuantizedActs* yq) {

@@ -17,6 +17,8 @@ struct RowKernels {
   void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
   // y = gelu(gate) * up, GELU's tanh form (cpu/ops.h gelu_tanh), over n values; y may alias gate.
   void (*geglu)(const float* gate, const float* up, float* y, int64_t n);
+  // y = cap tanh(x / cap) over n values (logit soft-capping); y may alias x.
+  void (*softcap)(const float* x, float* y, int64_t n, float cap);
   // One row of cols values (a multiple of 32) into blocks of 32: q[cols],
   // d[cols / 32] (f16-rounded), sum16[cols / 16]. Every variant gives exactly
   // the reference's bytes (same float operations, round to nearest even).

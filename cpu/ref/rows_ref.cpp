@@ -21,6 +21,10 @@ void geglu_ref(const float* gate, const float* up, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
 }
 
+void softcap_ref(const float* x, float* y, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] / cap);
+}
+
 void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum16) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float* xb = x + b * 32;
@@ -50,6 +54,6 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
 
 }  // namespace
 
-const RowKernels rows_ref{swiglu_ref, geglu_ref, quantize_ref, sum_squares_ref, to_f16_ref};
+const RowKernels rows_ref{swiglu_ref, geglu_ref, softcap_ref, quantize_ref, sum_squares_ref, to_f16_ref};
 
 }  // namespace basalt::cpu::kernels

@@ -114,6 +114,22 @@ TEST_P(RowKernelsIsa, GegluMatchesReference) {
   });
 }
 
+// Logit soft-capping against the reference (std::tanh): within cap x 3e-7 near
+// 0 (the vector form's e - 1), 1e-6 relative elsewhere; +-1 at the extremes.
+TEST_P(RowKernelsIsa, SoftcapMatchesReference) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd(0, 40);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 262144}) {
+    std::vector<float> x(static_cast<size_t>(n)), ref(x.size()), got(x.size());
+    for (float& v : x) v = nd(rng);
+    if (n >= 8) std::copy_n(std::initializer_list<float>{0, -1e-30f, 1e30f, -1e30f, 2000, -2000, 1e-3f, -30}.begin(), 8, x.begin());
+    kernels::rows_ref.softcap(x.data(), ref.data(), n, 30);
+    row_kernels(GetParam()).softcap(x.data(), got.data(), n, 30);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 30 * 3e-7) << isa_name(GetParam()) << " n " << n << " x " << x[i];
+  }
+}
+
 // Bit for bit the reference's rounding: halfway cases (to even), values that
 // round into and out of f16's subnormals, overflow to infinity, signed zeros.
 TEST_P(RowKernelsIsa, ToF16IsBitExact) {
