@@ -5,7 +5,10 @@
 // and 64-512 (prefill: GOP/s = 2 * rows * cols * tokens / s).
 // %bw and %op compare with this machine's read bandwidth and with the int8
 // (quantized formats) or fp32 FMA (f32, f16, bf16) peak, measured at startup
-// with bench/peaks.h or given in the environment.
+// with bench/peaks.h or given in the environment. %isa (quantized formats)
+// compares with the int8 peak of the instructions the ISA's own kernels use
+// (vpmaddubsw + vpmaddwd for avx2, vpdpbusd for avxvnni and avx512, AMX tiles),
+// measured when the first benchmark of that ISA runs.
 //
 // Weights rotate through copies of at least BASALT_BENCH_WSET_MIB (default
 // 1024) MiB, as a model's layers do, so they come from memory, not cache.
@@ -100,6 +103,19 @@ const Acts& acts(int64_t n_tok, int64_t cols) {
   return a;
 }
 
+// GOP/s of the int8 chain isa's qa kernels are built from (cpu::int8_kernel_of),
+// measured once per ISA; 0 where there is none.
+double isa_int8_peak(Isa isa) {
+  static double peaks[static_cast<int>(Isa::amx) + 1] = {};
+  double& p = peaks[static_cast<int>(isa)];
+  if (p == 0) {
+    const cpu::ComputeKernel* k = cpu::int8_kernel_of(isa);
+    double share = 1;
+    p = k && cpu_supports(k->isa) ? cpu::best_compute_gops(*k, thread_count(), &share) : -1;
+  }
+  return p;
+}
+
 void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const Shape& s, int64_t n_tok) {
   if (!cpu_supports(isa)) {
     state.SkipWithError((std::string("CPU lacks ") + isa_name(isa)).c_str());
@@ -107,6 +123,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   }
   const WeightSet& set = weight_set(f.type, s);
   const Acts& a = acts(n_tok, s.cols);
+  const double isa_peak = set.copies[0].w.format == WeightFormat::qa ? isa_int8_peak(isa) : 0;
   std::vector<float> y(static_cast<size_t>(n_tok * s.rows));
   size_t i = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -131,6 +148,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   state.counters["%bw"] = 100 * gbs / g_peaks.read_gbs;
   const double op_peak = w.format == WeightFormat::qa ? g_peaks.int8_gops : g_peaks.fp32_gops;
   if (op_peak > 0) state.counters["%op"] = 100 * gops / op_peak;
+  if (isa_peak > 0) state.counters["%isa"] = 100 * gops / isa_peak;
   // Process CPU time over wall time x threads (waiting OpenMP threads spin, so
   // about 100 when the machine was ours; far below, other jobs took the cores).
   state.counters["cpu%"] = 100 * cpu_s / (seconds * thread_count());

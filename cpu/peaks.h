@@ -73,6 +73,13 @@ struct Peaks {
   const char *read_kernel = "", *int8_kernel = "none", *fp32_kernel = "none";
 };
 Peaks measure_peaks(int threads);
+// GOP/s of kernel k on `threads` threads: the best of 3 passes after a warm-up;
+// *cpu_share lowered to the least share of a core a measuring thread got.
+double best_compute_gops(const ComputeKernel& k, int threads, double* cpu_share);
+// The int8 chain the qa kernels of isa are built from (int8_vnni_512 for
+// avx512, int8_vnni_256 for avxvnni, int8_avx2 for avx2, int8_amx for amx):
+// their percentage of the peak is against it. nullptr for scalar.
+const ComputeKernel* int8_kernel_of(Isa isa);
 
 // Kernels of one instruction set (peaks_amx.cpp, peaks_avx512.cpp, peaks_avx2.cpp).
 #if defined(BASALT_X86)
