@@ -104,7 +104,7 @@ const Acts& acts(int64_t n_tok, int64_t cols) {
 }
 
 // GOP/s of the int8 chain isa's qa kernels are built from (cpu::int8_kernel_of),
-// measured once per ISA; 0 where there is none.
+// measured once per ISA; negative where there is none.
 double isa_int8_peak(Isa isa) {
   static double peaks[static_cast<int>(Isa::amx) + 1] = {};
   double& p = peaks[static_cast<int>(isa)];

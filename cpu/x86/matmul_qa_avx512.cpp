@@ -34,17 +34,6 @@ template <QaScales S>
 constexpr int block_tokens() { return S == QaScales::q6k ? 6 : 5; }
 constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
-// A register block reads its tiles from memory once, then from cache for each
-// further pass over its tokens. Each pass reads its share of the next unit's
-// tiles ahead (pass p of P the p-th P-th of them, spread over its blocks), so
-// memory reads overlap every pass, not only the first (8-16 tokens 1.2-1.6x,
-// 512 unchanged: docs/PERFORMANCE.md 3.1b). Into L2, not L1: the lines wait
-// a whole unit before they are used.
-struct Prefetch {
-  const uint8_t* base;  // this pass's share of the next unit
-  int64_t lines;        // its cache lines
-};
-
 // A block's two halves with scales of their own (Q6_K): their int32 sums
 // times their scales, added, before x's scale multiplies the total (one
 // multiply fewer than scaling each by x's: docs/PERFORMANCE.md 3.1c). Every
@@ -159,15 +148,13 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) acc[u][i] = _mm512_setzero_ps();
 
-  const char* pf_line = reinterpret_cast<const char*>(pf.base);
-  int64_t pf_due = 0;  // lines owed x nb: block b ends with b * pf.lines / nb of them asked for
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t g = b / G;
     const int j = static_cast<int>(b % G);
     const uint8_t* grp[NTILE];
 #pragma GCC unroll 4
     for (int u = 0; u < NTILE; ++u) grp[u] = tiles[u] + g * kL.group_bytes();
-    for (pf_due += pf.lines; pf_due >= nb; pf_due -= nb, pf_line += 64) _mm_prefetch(pf_line, _MM_HINT_T1);
+    pf.at_block(nb);
     // The zero point's share (kZero x sum of x) starts each sum.
     __m512i a0[NTILE][NT], a1[NTILE][NT];
 #pragma GCC unroll 8
@@ -254,8 +241,7 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
       __m512 o[NTILE][NT];
       if constexpr (kMax <= kPairTokens) tiles_x_tokens<Bits, S, NT, NTILE>(L, tiles, nb, *a.xq, t0, o);
       else {
-        const int64_t first = unit_lines * pass / passes, last = unit_lines * (pass + 1) / passes;
-        tiles_x_tokens_blocked<Bits, S, NT, NTILE>(tiles, nb, *a.xq, t0, {next_unit + 64 * first, last - first}, o);
+        tiles_x_tokens_blocked<Bits, S, NT, NTILE>(tiles, nb, *a.xq, t0, Prefetch::share(next_unit, unit_lines, pass, passes), o);
       }
       for (int u = 0; u < NTILE; ++u)
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];

@@ -6,6 +6,8 @@
 // file, compiled with its own ISA flags, gets its own copy (see core/util/half.h).
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <new>
 #include <vector>
@@ -108,6 +110,28 @@ void for_spans(const MatmulArgs& a, Run run) {
   while (a.shares->steal(a.share, &st))
     for (int64_t u = st.u0; u < st.u1; ++u) run_unit(*static_cast<const SpanUnits*>(st.ctx), u);
 }
+
+// The reading ahead of a register-blocked prefill pass. A register block
+// reads its tiles from memory once, then from cache for each further pass over
+// its tokens; each pass reads its share of the next unit's tiles ahead (pass p
+// of P the p-th P-th of them, spread over its blocks), so that memory reads
+// overlap every pass, not only the first (8-16 tokens 1.2-1.6x, 512 unchanged:
+// docs/PERFORMANCE.md 3.1b). Into L2, not L1: the lines wait a whole unit.
+struct Prefetch {
+  const char* line = nullptr;  // the next line to ask for
+  int64_t lines = 0;           // this pass's share
+  int64_t due = 0;             // lines owed x nb
+
+  // Pass `pass` of `passes`: its share of the unit_lines lines from next.
+  static Prefetch share(const uint8_t* next, int64_t unit_lines, int64_t pass, int64_t passes) {
+    const int64_t first = unit_lines * pass / passes, last = unit_lines * (pass + 1) / passes;
+    return {reinterpret_cast<const char*>(next + 64 * first), last - first};
+  }
+  // At each of a pass's nb blocks: block b ends with b * lines / nb of them asked for.
+  void at_block(int64_t nb) {
+    for (due += lines; due >= nb; due -= nb, line += 64) _mm_prefetch(line, _MM_HINT_T1);
+  }
+};
 
 }  // namespace
 }  // namespace basalt::kernels
