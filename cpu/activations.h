@@ -17,7 +17,7 @@ struct QuantizedActs {
   int64_t n_tok = 0, cols = 0, stride = 0;  // stride: padded columns
   std::vector<int8_t> q;       // [n_tok][stride]
   std::vector<float> d;        // [n_tok][stride / 32]
-  std::vector<int32_t> sum16;  // [n_tok][stride / 16]: sum of q over each half block (for group offsets)
+  std::vector<int16_t> sum16;  // [n_tok][stride / 16]: sum of q over each half block (for group offsets; |sum| <= 16 x 127)
   // [n_tok][stride / 32]: d x the block's sum of q, as float: an affine block's
   // offset term (m x this) costs the kernels one broadcast, not five scalar ops.
   std::vector<float> dsum;
@@ -28,7 +28,7 @@ struct QuantizedActs {
   void gather(const QuantizedActs& src, const int32_t* rows, int64_t n);
   BASALT_ALWAYS_INLINE const int8_t* q_row(int64_t t) const { return q.data() + t * stride; }
   BASALT_ALWAYS_INLINE const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
-  BASALT_ALWAYS_INLINE const int32_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
+  BASALT_ALWAYS_INLINE const int16_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
   BASALT_ALWAYS_INLINE const float* dsum_row(int64_t t) const { return dsum.data() + t * (stride / 32); }
 };
 

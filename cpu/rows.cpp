@@ -34,7 +34,7 @@ int64_t rows_per_chunk(int64_t d) { return std::max<int64_t>(1, kParallelMin / 2
 // Columns [c0, c1) of row t of yq from row y (yq already sized; c0, c1 multiples of 32).
 void quantize_cols(const RowKernels& k, const float* y, int64_t t, int64_t c0, int64_t c1, QuantizedActs& yq) {
   float* d = yq.d.data() + t * (yq.stride / 32);
-  int32_t* s = yq.sum16.data() + t * (yq.stride / 16);
+  int16_t* s = yq.sum16.data() + t * (yq.stride / 16);
   k.quantize(y + c0, c1 - c0, yq.q.data() + t * yq.stride + c0, d + c0 / 32, s + c0 / 16);
   float* ds = yq.dsum.data() + t * (yq.stride / 32);
   for (int64_t b = c0 / 32; b < c1 / 32; ++b) ds[b] = d[b] * static_cast<float>(s[2 * b] + s[2 * b + 1]);
@@ -45,7 +45,7 @@ void zero_padding(int64_t t, QuantizedActs& yq) {
   const int64_t nb = yq.cols / 32, nb_pad = yq.stride / 32;
   int8_t* q = yq.q.data() + t * yq.stride;
   float* d = yq.d.data() + t * nb_pad;
-  int32_t* s = yq.sum16.data() + t * (yq.stride / 16);
+  int16_t* s = yq.sum16.data() + t * (yq.stride / 16);
   float* ds = yq.dsum.data() + t * nb_pad;
   for (int64_t b = nb; b < nb_pad; ++b) {
     for (int j = 0; j < 32; ++j) q[b * 32 + j] = 0;

@@ -22,7 +22,7 @@ struct RowKernels {
   // One row of cols values (a multiple of 32) into blocks of 32: q[cols],
   // d[cols / 32] (f16-rounded), sum16[cols / 16]. Every variant gives exactly
   // the reference's bytes (same float operations, round to nearest even).
-  void (*quantize)(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum16);
+  void (*quantize)(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sum16);
   // The sum of x[i]^2 over n values, in double (rms_norm): the same as the
   // reference's in-order sum but for the rounding of the additions.
   double (*sum_squares)(const float* x, int64_t n);

@@ -36,7 +36,7 @@ void matmul_qa_ref(const MatmulArgs& a) {
     for (int64_t t = 0; t < a.n_tok; ++t) {
       const int8_t* xq = a.xq->q_row(t);
       const float* xd = a.xq->d_row(t);
-      const int32_t* xs = a.xq->sum16_row(t);
+      const int16_t* xs = a.xq->sum16_row(t);
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         qa_tile_block(L, tile, lane, b, q, &p);

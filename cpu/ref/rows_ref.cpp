@@ -25,7 +25,7 @@ void softcap_ref(const float* x, float* y, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] / cap);
 }
 
-void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* sum16) {
+void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sum16) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0;
@@ -37,8 +37,8 @@ void quantize_ref(const float* x, int64_t cols, int8_t* q, float* d, int32_t* su
       s[j / 16] += q[b * 32 + j];
     }
     d[b] = f16_to_f32(f32_to_f16(db));
-    sum16[2 * b] = s[0];
-    sum16[2 * b + 1] = s[1];
+    sum16[2 * b] = static_cast<int16_t>(s[0]);
+    sum16[2 * b + 1] = static_cast<int16_t>(s[1]);
   }
 }
 

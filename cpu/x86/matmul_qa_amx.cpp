@@ -130,7 +130,7 @@ void token_terms(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Sc
   s.z2.zeroed(n);
   for (int64_t t = 0; t < nt; ++t) {
     const float* xd = xq.d_row(t0 + t);
-    const int32_t* s16 = xq.sum16_row(t0 + t);
+    const int16_t* s16 = xq.sum16_row(t0 + t);
     float* z1 = s.z1.data() + t * nb;
     float* z2 = s.z2.data() + t * nb;
     std::memcpy(s.xd.data() + t * nb, xd, sizeof(float) * nb);

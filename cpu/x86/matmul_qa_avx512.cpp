@@ -62,7 +62,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   // Token i's rows are at a fixed stride from token t0's (fewer live pointers).
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
-  const int32_t* xs0 = xq.sum16_row(t0);
+  const int16_t* xs0 = xq.sum16_row(t0);
   const float* xds0 = xq.dsum_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
 
@@ -139,7 +139,7 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
   constexpr int G = kL.blocks_per_group;
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
-  const int32_t* xs0 = xq.sum16_row(t0);
+  const int16_t* xs0 = xq.sum16_row(t0);
   const float* xds0 = xq.dsum_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
   __m512 acc[NTILE][NT];

@@ -58,7 +58,7 @@ TEST_P(RowKernelsIsa, QuantizeIsBitExact) {
     const std::vector<float> x = tricky_row(cols, rng);
     std::vector<int8_t> q_ref(static_cast<size_t>(cols)), q(q_ref.size());
     std::vector<float> d_ref(static_cast<size_t>(cols / 32)), d(d_ref.size());
-    std::vector<int32_t> s_ref(static_cast<size_t>(cols / 16)), s(s_ref.size());
+    std::vector<int16_t> s_ref(static_cast<size_t>(cols / 16)), s(s_ref.size());
     kernels::rows_ref.quantize(x.data(), cols, q_ref.data(), d_ref.data(), s_ref.data());
     for (Isa isa : {GetParam()}) {
       row_kernels(isa).quantize(x.data(), cols, q.data(), d.data(), s.data());
