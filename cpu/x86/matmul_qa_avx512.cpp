@@ -27,11 +27,13 @@ constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pas
 // A register block (more tokens): tiles x tokens whose int32 and f32
 // accumulators (2 per tile and token, 3 when a block's halves have their own
 // scales) and unpacked vectors fit the 32 registers. Q6_K's costly unpacking
-// is better spread over more tokens than shared by more tiles.
+// is better spread over more tokens than shared by more tiles: 8 of them
+// (3 x 8 accumulators); at 10 they spill and it runs at half speed
+// (docs/PERFORMANCE.md 3.1e).
 template <QaScales S>
 constexpr int block_tiles() { return S == QaScales::q6k ? 1 : 2; }
 template <QaScales S>
-constexpr int block_tokens() { return S == QaScales::q6k ? 6 : 5; }
+constexpr int block_tokens() { return S == QaScales::q6k ? 8 : 5; }
 constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
 // A block's two halves with scales of their own (Q6_K): their int32 sums
