@@ -13,6 +13,7 @@ void QuantizedActs::resize(int64_t n, int64_t c) {
   d.resize(static_cast<size_t>(n * (stride / 32)));
   sum16.resize(static_cast<size_t>(n * (stride / 16)));
   dsum.resize(static_cast<size_t>(n * (stride / 32)));
+  q6k_zero.resize(static_cast<size_t>(n * (stride / 16)));
 }
 
 void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_t n) {
@@ -24,6 +25,7 @@ void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_
     std::copy_n(src.d_row(r), nd, d.data() + i * nd);
     std::copy_n(src.sum16_row(r), ns, sum16.data() + i * ns);
     std::copy_n(src.dsum_row(r), nd, dsum.data() + i * nd);
+    std::copy_n(src.q6k_zero_row(r), ns, q6k_zero.data() + i * ns);
   }
 }
 

@@ -21,6 +21,10 @@ struct QuantizedActs {
   // [n_tok][stride / 32]: d x the block's sum of q, as float: an affine block's
   // offset term (m x this) costs the kernels one broadcast, not five scalar ops.
   std::vector<float> dsum;
+  // [n_tok][stride / 16]: -32 x sum16, Q6_K's zero-point term for a half
+  // block, as int32: the AVX-512 kernel starts a half's sum with it in one
+  // broadcast from memory, where making it from sum16 took five instructions.
+  std::vector<int32_t> q6k_zero;
 
   void resize(int64_t n_tok, int64_t cols);
   // Rows rows[0..n) of src: what quantizing those rows of src's input gives
@@ -30,6 +34,7 @@ struct QuantizedActs {
   BASALT_ALWAYS_INLINE const float* d_row(int64_t t) const { return d.data() + t * (stride / 32); }
   BASALT_ALWAYS_INLINE const int16_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
   BASALT_ALWAYS_INLINE const float* dsum_row(int64_t t) const { return dsum.data() + t * (stride / 32); }
+  BASALT_ALWAYS_INLINE const int32_t* q6k_zero_row(int64_t t) const { return q6k_zero.data() + t * (stride / 16); }
 };
 
 // x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like

@@ -50,7 +50,7 @@ template <int Bits, QaScales S, int NT, int NTILE>
 void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
                     __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
-  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : 0);  // Q6_K's: QuantizedActs::q6k_zero
   const int G = L.blocks_per_group;
   const size_t gbytes = L.group_bytes();
   constexpr QaLayout kL = qa_layout(Bits, S);  // == L: the prefetch count must be a constant
@@ -66,6 +66,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   const float* xd0 = xq.d_row(t0);
   const int16_t* xs0 = xq.sum16_row(t0);
   const float* xds0 = xq.dsum_row(t0);
+  const int32_t* xz0 = xq.q6k_zero_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
 
   for (int64_t g = 0; g < n_groups; ++g) {
@@ -101,16 +102,17 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
           scale = _mm512_mul_ps(sup_d[u], load_i8x16(st)), scale_hi = _mm512_mul_ps(sup_d[u], load_i8x16(st + 16));
         for (int i = 0; i < NT; ++i) {
           const int8_t* x = xq0 + i * q_stride + b * 32;
-          const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
           const float xd = xd0[i * d_stride + b];
           const __m512 vxd = _mm512_set1_ps(xd);
           // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
-          __m512i a0 = kSplitHalves || kZero == 0 ? _mm512_setzero_si512() : _mm512_set1_epi32(-kZero * (s0 + s1));
-          __m512i a1 = kSplitHalves ? _mm512_set1_epi32(-kZero * s1) : _mm512_setzero_si512();
-          if constexpr (kSplitHalves) a0 = _mm512_set1_epi32(-kZero * s0);
+          __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+          if constexpr (kSplitHalves)
+            a0 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b]), a1 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b + 1]);
+          else if constexpr (kZero != 0)
+            a0 = _mm512_set1_epi32(-kZero * (xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]));
           for (int c = 0; c < 4; ++c) {
-            a0 = _mm512_dpbusd_epi32(a0, lo[c], bcast4(x + 4 * c));
-            a1 = _mm512_dpbusd_epi32(a1, hi[c], bcast4(x + 16 + 4 * c));
+            a0 = dpbusd_x4(a0, lo[c], x + 4 * c);
+            a1 = dpbusd_x4(a1, hi[c], x + 16 + 4 * c);
           }
           __m512& ac = acc[u][i];
           if constexpr (kSplitHalves) {
@@ -136,13 +138,14 @@ template <int Bits, QaScales S, int NT, int NTILE>
 void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
                             Prefetch pf, __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
-  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
+  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : 0);  // Q6_K's: QuantizedActs::q6k_zero
   constexpr QaLayout kL = qa_layout(Bits, S);  // the layout's offsets as constants
   constexpr int G = kL.blocks_per_group;
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
   const int16_t* xs0 = xq.sum16_row(t0);
   const float* xds0 = xq.dsum_row(t0);
+  const int32_t* xz0 = xq.q6k_zero_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
   __m512 acc[NTILE][NT];
 #pragma GCC unroll 4
@@ -157,16 +160,18 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 4
     for (int u = 0; u < NTILE; ++u) grp[u] = tiles[u] + g * kL.group_bytes();
     pf.at_block(nb);
-    // The zero point's share (kZero x sum of x) starts each sum.
+    // The zero point's share (kZero x sum of x; Q6_K's halves: q6k_zero) starts each sum.
     __m512i a0[NTILE][NT], a1[NTILE][NT];
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) {
-      const int32_t s0 = xs0[i * s_stride + 2 * b], s1 = xs0[i * s_stride + 2 * b + 1];
-      const __m512i z0 = _mm512_set1_epi32(kSplitHalves ? -kZero * s0 : -kZero * (s0 + s1));
-      const __m512i z1 = _mm512_set1_epi32(-kZero * s1);
+      __m512i z0 = _mm512_setzero_si512(), z1;
+      if constexpr (kSplitHalves)
+        z0 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b]), z1 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b + 1]);
+      else if constexpr (kZero != 0)
+        z0 = _mm512_set1_epi32(-kZero * (xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]));
 #pragma GCC unroll 4
       for (int u = 0; u < NTILE; ++u) {
-        a0[u][i] = kZero ? z0 : _mm512_setzero_si512();
+        a0[u][i] = z0;
         if constexpr (kSplitHalves) a1[u][i] = z1;
       }
     }
@@ -178,12 +183,11 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 8
         for (int i = 0; i < NT; ++i) {
           const int8_t* x = xq0 + i * q_stride + b * 32;
-          const __m512i xl = bcast4(x + 4 * C), xh = bcast4(x + 16 + 4 * C);
 #pragma GCC unroll 4
           for (int u = 0; u < NTILE; ++u) {
-            a0[u][i] = _mm512_dpbusd_epi32(a0[u][i], lo[u], xl);
-            if constexpr (kSplitHalves) a1[u][i] = _mm512_dpbusd_epi32(a1[u][i], hi[u], xh);
-            else a0[u][i] = _mm512_dpbusd_epi32(a0[u][i], hi[u], xh);
+            a0[u][i] = dpbusd_x4(a0[u][i], lo[u], x + 4 * C);
+            if constexpr (kSplitHalves) a1[u][i] = dpbusd_x4(a1[u][i], hi[u], x + 16 + 4 * C);
+            else a0[u][i] = dpbusd_x4(a0[u][i], hi[u], x + 16 + 4 * C);
           }
         }
       }(), ...);

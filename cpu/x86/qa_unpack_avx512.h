@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // AVX-512 pieces shared by the qa kernels that use them (matmul_qa_avx512.cpp,
-// matmul_qa_amx.cpp): loads of scales and activations, and the unpacking of a
+// matmul_qa_amx.cpp): loads of scales, the int8 dot with a broadcast activation, and the unpacking of a
 // block's codes into 8 vectors of unsigned bytes. In an anonymous namespace,
 // like qa_spans.h: each kernel file gets its own copy.
 #pragma once
@@ -14,7 +14,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cstdint>
-#include <cstring>
+
+#include "core/util/always_inline.h"
 
 namespace basalt::kernels {
 namespace {
@@ -28,10 +29,12 @@ inline __m512 load_u8x16(const uint8_t* p) {
 inline __m512 load_i8x16(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-inline __m512i bcast4(const int8_t* x) {
-  int32_t v;
-  std::memcpy(&v, x, 4);
-  return _mm512_set1_epi32(v);
+// a + w . (x's 4 bytes in every lane), x as vpdpbusd's embedded broadcast
+// operand ({1to16}): GCC 12 keeps _mm512_set1_epi32 + vpdpbusd as two
+// instructions, and their count bounded the register block (docs/PERFORMANCE.md 3.1f).
+BASALT_ALWAYS_INLINE __m512i dpbusd_x4(__m512i a, __m512i w, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(a) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x)));
+  return a;
 }
 // Shift each 32-bit lane left by s (right if negative).
 template <int S>

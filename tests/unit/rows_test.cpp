@@ -176,9 +176,13 @@ void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* wha
   EXPECT_EQ(a.d, b.d) << what;
   EXPECT_EQ(a.sum16, b.sum16) << what;
   EXPECT_EQ(a.dsum, b.dsum) << what;
+  EXPECT_EQ(a.q6k_zero, b.q6k_zero) << what;
   // Each block's d x (sum of q), the affine kernels' offset term, as they formed it.
   for (size_t i = 0; i < a.d.size(); ++i)
     ASSERT_EQ(a.dsum[i], a.d[i] * static_cast<float>(a.sum16[2 * i] + a.sum16[2 * i + 1])) << what << " block " << i;
+  // Each half block's Q6_K zero-point term (the padding's too: zero).
+  ASSERT_EQ(a.q6k_zero.size(), a.sum16.size()) << what;
+  for (size_t i = 0; i < a.sum16.size(); ++i) ASSERT_EQ(a.q6k_zero[i], -32 * a.sum16[i]) << what << " half block " << i;
 }
 
 TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
@@ -208,6 +212,24 @@ TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
       expect_same(fused, two_pass, "geglu");
     }
   }
+}
+
+// The MoE's rows for one expert: gathered from the whole batch's int8 form,
+// every field as quantizing those rows alone gives it.
+TEST(RowKernels, GatheredRowsAreThoseRowsQuantized) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0, 1);
+  const int64_t n = 9, d = 4128;  // a padding block
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (float& v : x) v = nd(rng);
+  QuantizedActs all, gathered, alone;
+  quantize_activations(x.data(), n, d, all);
+  const std::vector<int32_t> rows = {7, 0, 3, 3};
+  gathered.gather(all, rows.data(), static_cast<int64_t>(rows.size()));
+  std::vector<float> picked;
+  for (int32_t r : rows) picked.insert(picked.end(), x.begin() + r * d, x.begin() + (r + 1) * d);
+  quantize_activations(picked.data(), static_cast<int64_t>(rows.size()), d, alone);
+  expect_same(gathered, alone, "gather");
 }
 
 // GeGLU against GELU's tanh form in double precision (HF's gelu_pytorch_tanh,
