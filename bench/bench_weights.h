@@ -11,9 +11,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/gguf/gguf.h"
+#include "core/safetensors/safetensors.h"
 #include "quant/convert_gguf.h"
+#include "quant/convert_gptq.h"
 #include "core/util/half.h"
 #include "quant/weight.h"
 
@@ -21,15 +24,17 @@ namespace basalt::bench {
 
 struct BenchFormat {
   const char* name;
-  GgmlType type;
+  GgmlType type;      // a GGUF type, unless:
+  int gptq_bits = 0;  // a GPTQ checkpoint's layer of this many bits (asymmetric, groups of 128)
 };
 
 // Every weight format the engine loads: dense, then each qa flavour
-// (qa4 f16_sym, qa4 f16_affine, qa8, qa4/qa5 kquant, qa6 q6k).
+// (qa4 f16_sym, qa4 f16_affine, qa8, qa4/qa5 kquant, qa6 q6k, qa4 f16_zero).
 inline constexpr BenchFormat kBenchFormats[] = {
     {"f32", GgmlType::f32},   {"f16", GgmlType::f16},   {"bf16", GgmlType::bf16},
     {"q4_0", GgmlType::q4_0}, {"q4_1", GgmlType::q4_1}, {"q8_0", GgmlType::q8_0},
     {"q4_k", GgmlType::q4_k}, {"q5_k", GgmlType::q5_k}, {"q6_k", GgmlType::q6_k},
+    {"gptq4", GgmlType::f32, 4},
 };
 
 // A weight and the GGUF-form bytes it was made from (dense weights borrow
@@ -95,6 +100,30 @@ inline void fill_row(GgmlType type, int64_t cols, uint8_t* row, size_t row_bytes
   }
 }
 
+// A random GPTQ layer [rows = n_out][cols = n_in] (random codes and zero
+// points, scales in range, groups of 128 in order), through the loader's
+// conversion (quant/convert_gptq.h).
+inline BenchWeight make_gptq_weight(int bits, int64_t rows, int64_t cols, uint64_t seed) {
+  constexpr int64_t kGroup = 128;
+  const int64_t per = 32 / bits, groups = (cols + kGroup - 1) / kGroup;
+  SplitMix64 rng{seed * 0x100000001B3ull};
+  std::vector<uint32_t> qweight(static_cast<size_t>(cols / per * rows)), qzeros(static_cast<size_t>(groups * rows / per));
+  for (uint32_t& w : qweight) w = static_cast<uint32_t>(rng.next());
+  for (uint32_t& w : qzeros) w = static_cast<uint32_t>(rng.next());
+  std::vector<uint16_t> scales(static_cast<size_t>(groups * rows));
+  for (uint16_t& s : scales) s = f32_to_f16(0.001f + 0.01f * std::fabs(rng.uniform()));
+  const std::string file = "bench.safetensors";
+  const StTensor qw{"bench.qweight", StDtype::i32, {cols / per, rows}, reinterpret_cast<const uint8_t*>(qweight.data()),
+                    qweight.size() * 4, &file, nullptr};
+  const StTensor qz{"bench.qzeros", StDtype::i32, {groups, rows / per}, reinterpret_cast<const uint8_t*>(qzeros.data()),
+                    qzeros.size() * 4, &file, nullptr};
+  const StTensor sc{"bench.scales", StDtype::f16, {groups, rows}, reinterpret_cast<const uint8_t*>(scales.data()),
+                    scales.size() * 2, &file, nullptr};
+  BenchWeight b;
+  b.w = weight_from_gptq({&qw, &qz, &sc, nullptr}, {bits, kGroup, false, true}, rows, cols, "bench");
+  return b;
+}
+
 }  // namespace detail
 
 // A random [rows][cols] weight of the given GGUF type, in the engine layout.
@@ -118,6 +147,10 @@ inline BenchWeight make_bench_weight(GgmlType type, int64_t rows, int64_t cols, 
   b.w = weight_from_gguf(info);
   if (b.w.owned) b.source.reset();  // converted: the GGUF form is no longer needed
   return b;
+}
+
+inline BenchWeight make_bench_weight(const BenchFormat& f, int64_t rows, int64_t cols, uint64_t seed) {
+  return f.gptq_bits ? detail::make_gptq_weight(f.gptq_bits, rows, cols, seed) : make_bench_weight(f.type, rows, cols, seed);
 }
 
 }  // namespace basalt::bench

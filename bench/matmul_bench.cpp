@@ -67,21 +67,21 @@ cpu::Peaks g_peaks;
 // The copies of the current (format, shape), kept while consecutive
 // benchmarks use them (they are registered in that order).
 struct WeightSet {
-  GgmlType type = GgmlType::f32;
+  const BenchFormat* format = nullptr;
   int64_t rows = 0, cols = 0;
   std::vector<BenchWeight> copies;
 };
 
-const WeightSet& weight_set(GgmlType type, const Shape& s) {
+const WeightSet& weight_set(const BenchFormat& f, const Shape& s) {
   static WeightSet set;
-  if (!set.copies.empty() && set.type == type && set.rows == s.rows && set.cols == s.cols) return set;
+  if (!set.copies.empty() && set.format == &f && set.rows == s.rows && set.cols == s.cols) return set;
   set.copies.clear();
-  set.type = type, set.rows = s.rows, set.cols = s.cols;
+  set.format = &f, set.rows = s.rows, set.cols = s.cols;
   const double wset = env_double("BASALT_BENCH_WSET_MIB", 1024) * (1 << 20);
-  set.copies.push_back(make_bench_weight(type, s.rows, s.cols, 1));
+  set.copies.push_back(make_bench_weight(f, s.rows, s.cols, 1));
   const double bytes = static_cast<double>(set.copies[0].w.total_bytes());
   const int n = static_cast<int>(std::min(4096.0, std::ceil(wset / bytes)));
-  for (int i = 1; i < n; ++i) set.copies.push_back(make_bench_weight(type, s.rows, s.cols, i + 1));
+  for (int i = 1; i < n; ++i) set.copies.push_back(make_bench_weight(f, s.rows, s.cols, i + 1));
   return set;
 }
 
@@ -121,7 +121,7 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
     state.SkipWithError((std::string("CPU lacks ") + isa_name(isa)).c_str());
     return;
   }
-  const WeightSet& set = weight_set(f.type, s);
+  const WeightSet& set = weight_set(f, s);
   const Acts& a = acts(n_tok, s.cols);
   const double isa_peak = set.copies[0].w.format == WeightFormat::qa ? isa_int8_peak(isa) : 0;
   std::vector<float> y(static_cast<size_t>(n_tok * s.rows));

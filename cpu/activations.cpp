@@ -8,7 +8,12 @@ namespace basalt {
 void QuantizedActs::resize(int64_t n, int64_t c) {
   n_tok = n;
   cols = c;
+  // Rows a whole number of pages long (4096 columns: 7B-class models) get a
+  // line more, so that a register block's tokens' rows fall in different L1
+  // sets: a page apart, the 8 of an AVX2 block shared one set and ran
+  // 1.1-1.2x slower (docs/PERFORMANCE.md 3.1g).
   stride = (c + 63) / 64 * 64;
+  if (stride % 4096 == 0) stride += 64;
   q.resize(static_cast<size_t>(n * stride));
   d.resize(static_cast<size_t>(n * (stride / 32)));
   sum16.resize(static_cast<size_t>(n * (stride / 16)));

@@ -232,6 +232,21 @@ TEST(RowKernels, GatheredRowsAreThoseRowsQuantized) {
   expect_same(gathered, alone, "gather");
 }
 
+// Rows are whole cache lines, never a whole number of pages (a register
+// block's rows would share one L1 set), and their padding reads as zeros.
+TEST(RowKernels, ActivationRowsAvoidPageStrides) {
+  for (int64_t cols : {32, 2048, 4064, 4096, 5632, 8192}) {
+    std::vector<float> x(static_cast<size_t>(3 * cols), 1.5f);
+    QuantizedActs xq;
+    quantize_activations(x.data(), 3, cols, xq);
+    EXPECT_GE(xq.stride, cols);
+    EXPECT_EQ(xq.stride % 64, 0) << cols;
+    EXPECT_NE(xq.stride % 4096, 0) << cols;
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t c = cols; c < xq.stride; ++c) ASSERT_EQ(xq.q_row(t)[c], 0) << cols << " column " << c;
+  }
+}
+
 // GeGLU against GELU's tanh form in double precision (HF's gelu_pytorch_tanh,
 // Gemma's activation), and a few values of GELU itself.
 TEST(RowKernels, GegluMatchesTheFormula) {
