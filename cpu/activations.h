@@ -11,8 +11,9 @@
 
 namespace basalt {
 
-// Rows are padded to a multiple of 64 columns with zeros (q = 0, d = 0,
-// sums = 0), so kernels may read the padding block of an odd block count.
+// Rows are padded to a multiple of 64 columns (and a line more where that
+// would be a whole number of pages: resize) with zeros (q = 0, d = 0, sums =
+// 0), so kernels may read the padding block of an odd block count.
 struct QuantizedActs {
   int64_t n_tok = 0, cols = 0, stride = 0;  // stride: padded columns
   std::vector<int8_t> q;       // [n_tok][stride]
