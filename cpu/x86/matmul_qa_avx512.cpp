@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/util/always_inline.h"
 #include "cpu/matmul.h"
 #include "cpu/x86/qa_dispatch.h"
 #include "cpu/x86/qa_spans.h"
@@ -44,13 +45,26 @@ inline __m512 scaled_halves(__m512i a0, __m512i a1, __m512 scale, __m512 scale_h
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), scale, _mm512_mul_ps(_mm512_cvtepi32_ps(a1), scale_hi));
 }
 
+// Where a token's int32 sums of block b start: minus the zero point's share
+// (zero x the token's sum of x), so that it costs no extra op. Q6_K's two
+// halves (a1 too) from QuantizedActs::q6k_zero; formats without a zero
+// point at 0. xs, xz: the token's sum16 and q6k_zero rows.
+template <int Bits, QaScales S>
+BASALT_ALWAYS_INLINE void start_sums(const int16_t* xs, const int32_t* xz, int64_t b, __m512i& a0, __m512i& a1) {
+  constexpr int kZero = Bits == 8 ? 128 : S == QaScales::f16_sym ? 8 : 0;
+  a0 = a1 = _mm512_setzero_si512();
+  if constexpr (S == QaScales::q6k)
+    a0 = _mm512_set1_epi32(xz[2 * b]), a1 = _mm512_set1_epi32(xz[2 * b + 1]);
+  else if constexpr (kZero != 0)
+    a0 = _mm512_set1_epi32(-kZero * (xs[2 * b] + xs[2 * b + 1]));
+}
+
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
 // two read streams, which this CPU needs to reach its bandwidth (decode).
 template <int Bits, QaScales S, int NT, int NTILE>
 void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
                     __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
-  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : 0);  // Q6_K's: QuantizedActs::q6k_zero
   const int G = L.blocks_per_group;
   const size_t gbytes = L.group_bytes();
   constexpr QaLayout kL = qa_layout(Bits, S);  // == L: the prefetch count must be a constant
@@ -104,12 +118,8 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
           const int8_t* x = xq0 + i * q_stride + b * 32;
           const float xd = xd0[i * d_stride + b];
           const __m512 vxd = _mm512_set1_ps(xd);
-          // The zero point's share (kZero x sum of x) starts the accumulator, so it costs no extra op.
-          __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-          if constexpr (kSplitHalves)
-            a0 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b]), a1 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b + 1]);
-          else if constexpr (kZero != 0)
-            a0 = _mm512_set1_epi32(-kZero * (xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]));
+          __m512i a0, a1;
+          start_sums<Bits, S>(xs0 + i * s_stride, xz0 + i * s_stride, b, a0, a1);
           for (int c = 0; c < 4; ++c) {
             a0 = dpbusd_x4(a0, lo[c], x + 4 * c);
             a1 = dpbusd_x4(a1, hi[c], x + 16 + 4 * c);
@@ -138,7 +148,6 @@ template <int Bits, QaScales S, int NT, int NTILE>
 void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const QuantizedActs& xq, int64_t t0,
                             Prefetch pf, __m512 out[NTILE][NT]) {
   constexpr bool kSplitHalves = S == QaScales::q6k;
-  constexpr int kZero = Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : 0);  // Q6_K's: QuantizedActs::q6k_zero
   constexpr QaLayout kL = qa_layout(Bits, S);  // the layout's offsets as constants
   constexpr int G = kL.blocks_per_group;
   const int8_t* xq0 = xq.q_row(t0);
@@ -160,15 +169,11 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 4
     for (int u = 0; u < NTILE; ++u) grp[u] = tiles[u] + g * kL.group_bytes();
     pf.at_block(nb);
-    // The zero point's share (kZero x sum of x; Q6_K's halves: q6k_zero) starts each sum.
     __m512i a0[NTILE][NT], a1[NTILE][NT];
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) {
-      __m512i z0 = _mm512_setzero_si512(), z1;
-      if constexpr (kSplitHalves)
-        z0 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b]), z1 = _mm512_set1_epi32(xz0[i * s_stride + 2 * b + 1]);
-      else if constexpr (kZero != 0)
-        z0 = _mm512_set1_epi32(-kZero * (xs0[i * s_stride + 2 * b] + xs0[i * s_stride + 2 * b + 1]));
+      __m512i z0, z1;
+      start_sums<Bits, S>(xs0 + i * s_stride, xz0 + i * s_stride, b, z0, z1);
 #pragma GCC unroll 4
       for (int u = 0; u < NTILE; ++u) {
         a0[u][i] = z0;
