@@ -14,40 +14,40 @@
 
 namespace basalt {
 
-namespace {
-
 using nlohmann::json;
 
-class Config {
- public:
-  Config(const json& j, const std::string& where) : j_(j), where_(where) {}
+bool HfConfig::has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
 
-  int64_t need_int(const char* key) const {
-    if (!j_.contains(key)) throw Error(where_ + ": " + key + " is missing");
-    return to_int(key, j_[key]);
-  }
-  int64_t get_int(const char* key, int64_t fallback) const {
-    return j_.contains(key) && !j_[key].is_null() ? to_int(key, j_[key]) : fallback;
-  }
-  double get_float(const char* key, double fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_number()) throw Error(where_ + ": " + key + " must be a number, got " + j_[key].dump());
-    return j_[key].get<double>();
-  }
-  bool get_bool(const char* key, bool fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_boolean()) throw Error(where_ + ": " + key + " must be true or false, got " + j_[key].dump());
-    return j_[key].get<bool>();
-  }
+int64_t HfConfig::need_int(const char* key) const {
+  if (!has(key)) throw Error(where_ + ": " + key + " is missing");
+  return get_int(key, 0);
+}
 
- private:
-  int64_t to_int(const char* key, const json& v) const {
-    if (!v.is_number_integer()) throw Error(where_ + ": " + key + " must be an integer, got " + v.dump());
-    return v.get<int64_t>();
-  }
-  const json& j_;
-  const std::string& where_;
-};
+int64_t HfConfig::get_int(const char* key, int64_t fallback) const {
+  if (!has(key)) return fallback;
+  if (!j_[key].is_number_integer()) throw Error(where_ + ": " + key + " must be an integer, got " + j_[key].dump());
+  return j_[key].get<int64_t>();
+}
+
+double HfConfig::get_float(const char* key, double fallback) const {
+  if (!has(key)) return fallback;
+  if (!j_[key].is_number()) throw Error(where_ + ": " + key + " must be a number, got " + j_[key].dump());
+  return j_[key].get<double>();
+}
+
+bool HfConfig::get_bool(const char* key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!j_[key].is_boolean()) throw Error(where_ + ": " + key + " must be true or false, got " + j_[key].dump());
+  return j_[key].get<bool>();
+}
+
+std::string HfConfig::get_string(const char* key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  if (!j_[key].is_string()) throw Error(where_ + ": " + key + " must be a string, got " + j_[key].dump());
+  return j_[key].get<std::string>();
+}
+
+namespace {
 
 // Llama 3.1's "llama3" type as each pair's factor (its frequency is divided
 // by it), by transformers' _compute_llama3_parameters: pairs whose wavelength
@@ -73,10 +73,11 @@ std::vector<float> llama3_factors(const ModelSpec& s, double factor, double low,
 // Which layers attend through config.json's sliding_window: layer_types
 // (transformers' list of "sliding_attention"/"full_attention"), else Qwen2's
 // use_sliding_window with max_window_layers (the layers from it on), else
-// sliding_window_pattern (every Nth layer full), else all of them. The
+// sliding_window_pattern (every Nth layer full; Gemma's own where the file
+// names none), else all of them. The
 // engine's spec holds all, or all but every Nth: another pattern is an Error,
 // not a model run with the wrong window.
-void read_sliding_window(const json& j, const Config& c, const std::string& where, bool arch_default, ModelSpec& s) {
+void read_sliding_window(const json& j, const HfConfig& c, const std::string& where, const ArchDescriptor& a, ModelSpec& s) {
   const int64_t window = c.get_int("sliding_window", 0);
   const auto n = static_cast<size_t>(s.n_layer);
   std::vector<bool> windowed(n, true);
@@ -92,8 +93,9 @@ void read_sliding_window(const json& j, const Config& c, const std::string& wher
     }
   } else {
     // Qwen2 configs name a window but switch it off with use_sliding_window.
-    if (!c.get_bool("use_sliding_window", arch_default)) return;
-    const int64_t from = c.get_int("max_window_layers", 0), period = c.get_int("sliding_window_pattern", 0);
+    if (!c.get_bool("use_sliding_window", a.hf_sliding_window)) return;
+    const int64_t from = c.get_int("max_window_layers", 0);
+    const int64_t period = c.get_int("sliding_window_pattern", c.get_int("_sliding_window_pattern", a.hf_swa_period));
     for (size_t i = 0; i < n; ++i)
       windowed[i] = static_cast<int64_t>(i) >= from && (period <= 0 || static_cast<int64_t>(i) % period != period - 1);
   }
@@ -115,7 +117,7 @@ void read_sliding_window(const json& j, const Config& c, const std::string& wher
 void read_rope_scaling(const json& r, const std::string& where, ModelSpec& s) {
   if (!r.is_object()) throw Error(where + ": rope_scaling must be an object");
   const std::string at = where + ": rope_scaling";
-  const Config c(r, at);
+  const HfConfig c(r, at);
   const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
   const std::string t = type.is_string() ? type.get<std::string>() : "";
   if (t == "default") return;
@@ -147,21 +149,37 @@ void read_rope_scaling(const json& r, const std::string& where, ModelSpec& s) {
 
 }  // namespace
 
-ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& where) {
-  const json j = parse_json_object(text, where);
-  if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
-      !j["architectures"][0].is_string())
-    throw Error(where + ": no architectures list");
-  const std::string cls = j["architectures"][0].get<std::string>();
+// The text model's keys: the file's (or, for a multimodal class, its
+// text_config's) over the class's defaults.
+json text_model_config(const json& file, const HfClass& cls, const std::string& where) {
+  const json* own = &file;
+  if (cls.text_config) {
+    if (!file.contains(cls.text_config) || !file[cls.text_config].is_object())
+      throw Error(where + ": " + cls.name + " needs a " + cls.text_config + " object");
+    own = &file[cls.text_config];
+  }
+  json merged = cls.defaults ? json::parse(cls.defaults) : json::object();
+  merged.update(*own);
+  return merged;
+}
+
+ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& file_where) {
+  const json file = parse_json_object(text, file_where);
+  if (!file.contains("architectures") || !file["architectures"].is_array() || file["architectures"].empty() ||
+      !file["architectures"][0].is_string())
+    throw Error(file_where + ": no architectures list");
+  const std::string cls = file["architectures"][0].get<std::string>();
   const HfClass* hf_class = nullptr;
   const ArchDescriptor* a = find_arch_for_hf_class(cls, &hf_class);
   if (!a)
-    throw Error(where + ": architecture " + cls + " is not supported (supported: " + supported_hf_class_names() + ")");
+    throw Error(file_where + ": architecture " + cls + " is not supported (supported: " + supported_hf_class_names() + ")");
 
-  const Config c(j, where);
+  const json j = text_model_config(file, *hf_class, file_where);
+  const std::string where = hf_class->text_config ? file_where + ": " + hf_class->text_config : file_where;
+  const HfConfig c(j, where);
   ModelSpec s;
   s.arch = a->name;
-  s.name = j.contains("_name_or_path") && j["_name_or_path"].is_string() ? j["_name_or_path"].get<std::string>() : cls;
+  s.name = file.contains("_name_or_path") && file["_name_or_path"].is_string() ? file["_name_or_path"].get<std::string>() : cls;
   s.n_vocab = c.need_int("vocab_size");
   s.n_embd = c.need_int("hidden_size");
   s.n_layer = c.need_int("num_hidden_layers");
@@ -181,7 +199,8 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& w
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where, s);
-  read_sliding_window(j, c, where, a->hf_sliding_window, s);
+  read_sliding_window(j, c, where, *a, s);
+  if (a->read_hf) a->read_hf(c, s);
   validate_spec(s, where);
   if (s.n_vocab <= 0 || s.n_vocab > (1 << 24)) throw Error(where + ": vocab_size " + std::to_string(s.n_vocab));
   return s;
@@ -192,7 +211,7 @@ GenerationDefaults read_generation_defaults(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return g;
   const json j = read_json_object(path);
-  const Config c(j, path);
+  const HfConfig c(j, path);
   auto number = [&](const char* key, std::optional<float>& out) {
     if (j.contains(key) && !j[key].is_null()) out = static_cast<float>(c.get_float(key, 0));
   };

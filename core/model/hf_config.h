@@ -1,16 +1,38 @@
 // SPDX-License-Identifier: MIT
-// An HF model folder's config.json as a ModelSpec: LlamaForCausalLM,
-// MistralForCausalLM, MixtralForCausalLM and Qwen2ForCausalLM. HF keeps
-// Q and K in the rotate-half order, so their RoPE is always the neox style.
+// An HF model folder's config.json as a ModelSpec, for the classes the
+// architectures name (core/models/<arch>.cpp: Llama, Mistral, Mixtral, Qwen2,
+// Gemma 2 and 3). HF keeps Q and K in the rotate-half order, so their RoPE is
+// always the neox style.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
 #include "core/model/model_spec.h"
 
 namespace basalt {
+
+// One config.json object's keys, read with Errors that name the file and the
+// key; a key set to null reads as absent. An architecture's read_hf hook
+// (core/models/arch.h) reads its own keys through it.
+class HfConfig {
+ public:
+  HfConfig(const nlohmann::json& j, const std::string& where) : j_(j), where_(where) {}
+
+  bool has(const char* key) const;
+  int64_t need_int(const char* key) const;
+  int64_t get_int(const char* key, int64_t fallback) const;
+  double get_float(const char* key, double fallback) const;
+  bool get_bool(const char* key, bool fallback) const;
+  std::string get_string(const char* key, const std::string& fallback) const;
+  const std::string& where() const { return where_; }
+
+ private:
+  const nlohmann::json& j_;
+  const std::string& where_;
+};
 
 // Error naming the file and the key for anything missing, of the wrong type,
 // unsupported (RoPE scaling other than linear) or inconsistent.

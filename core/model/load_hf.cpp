@@ -20,19 +20,44 @@ namespace basalt {
 
 namespace {
 
+// Where a multimodal checkpoint keeps the text model's "model." tensors:
+// transformers before 4.52 wrote language_model.model.*, later ones
+// model.language_model.*; a text-only one has them at model.*.
+const char* const kTextModelRoots[] = {"model.", "language_model.model.", "model.language_model."};
+
 class HfTensors {
  public:
-  HfTensors(const SafetensorsSet& set, const std::string& dir, const std::optional<GptqConfig>& gptq)
-      : set_(set), dir_(dir), gptq_(gptq) {}
+  // embd: the architecture's name for the token embedding ("model.embed_tokens"), which tells the root.
+  HfTensors(const SafetensorsSet& set, const std::string& dir, const std::optional<GptqConfig>& gptq, const std::string& embd)
+      : set_(set), dir_(dir), gptq_(gptq) {
+    if (embd.rfind("model.", 0) == 0)
+      for (const char* r : kTextModelRoots)
+        if (set_.find(r + embd.substr(6) + ".weight")) {
+          root_ = r;
+          break;
+        }
+  }
 
-  const StTensor& get(const std::string& name, const std::vector<int64_t>& shape) const {
+  // The file's name for the architecture's "model.X" (or lm_head).
+  std::string file_name(const std::string& name) const {
+    if (name.rfind("model.", 0) == 0) return root_ + name.substr(6);
+    if (root_ == "language_model.model.") return "language_model." + name;
+    return name;
+  }
+  // Whether a tensor of the file belongs to the text model (a multimodal one's vision tower does not).
+  bool in_text_model(const std::string& file_tensor) const {
+    return file_tensor.rfind(root_, 0) == 0 || file_tensor.rfind(file_name("lm_head"), 0) == 0;
+  }
+
+  const StTensor& get(const std::string& arch_name, const std::vector<int64_t>& shape) const {
+    const std::string name = file_name(arch_name);
     const StTensor* t = set_.find(name);
     if (!t) throw Error(dir_ + ": tensor " + name + " is missing");
     if (t->shape != shape)
       throw Error(*t->file + ": tensor " + name + " has shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
     return *t;
   }
-  bool has(const std::string& name) const { return set_.find(name) != nullptr; }
+  bool has(const std::string& name) const { return set_.find(file_name(name)) != nullptr; }
   // A converted weight's file pages are released as it is made (as the GGUF
   // loader does): resident memory holds the converted copy only.
   Weight weight(const std::string& name, int64_t n_out, int64_t n_in) const {
@@ -41,7 +66,11 @@ class HfTensors {
     if (w.data != t.data) release(&t);
     return w;
   }
-  std::vector<float> floats(const std::string& name, int64_t n) const { return floats_from_safetensors(get(name, {n})); }
+  std::vector<float> floats(const std::string& name, int64_t n, float offset = 0) const {
+    std::vector<float> v = floats_from_safetensors(get(name, {n}));
+    for (float& x : v) x += offset;
+    return v;
+  }
 
   // The linear layer `prefix` ([n_out][n_in]): prefix.weight as it is, or
   // GPTQ's prefix.qweight (with qzeros, scales, g_idx) converted exactly.
@@ -54,8 +83,8 @@ class HfTensors {
     }
     if (!has(prefix + ".qweight")) return weight(prefix + ".weight", n_out, n_in);
     if (!gptq_) throw Error(dir_ + ": " + prefix + ".qweight but no quantization config (quantize_config.json)");
-    GptqTensors t{set_.find(prefix + ".qweight"), set_.find(prefix + ".qzeros"), set_.find(prefix + ".scales"),
-                  set_.find(prefix + ".g_idx")};
+    const std::string p = file_name(prefix);
+    GptqTensors t{set_.find(p + ".qweight"), set_.find(p + ".qzeros"), set_.find(p + ".scales"), set_.find(p + ".g_idx")};
     GptqParams params = gptq_->params;
     params.keep_zeros = keep_zeros;
     if (gptq_->sym) {  // the zeros a symmetric layer stores tell the format, whatever the label says
@@ -65,7 +94,7 @@ class HfTensors {
         if (params.v2 != gptq_->params.v2) relabeled_ = params.v2 ? "gptq_v2" : "gptq";
       }
     }
-    Weight w = weight_from_gptq(t, params, n_out, n_in, prefix);
+    Weight w = weight_from_gptq(t, params, n_out, n_in, p);
     for (const StTensor* part : {t.qweight, t.qzeros, t.scales, t.g_idx}) release(part);
     return w;
   }
@@ -80,6 +109,7 @@ class HfTensors {
   const SafetensorsSet& set_;
   const std::string& dir_;
   const std::optional<GptqConfig>& gptq_;
+  std::string root_ = "model.";
   std::string relabeled_;
 };
 
@@ -115,6 +145,10 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
 
   const std::optional<GptqConfig> gptq = read_gptq_config(dir);
   const SafetensorsSet& set = m->safetensors_.emplace(SafetensorsSet::open_folder(dir));
+  // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
+  const ArchDescriptor& arch = *find_arch(s.arch);
+  const TensorNames& n = arch.hf;
+  HfTensors L(set, dir, gptq, n.token_embd);
   auto ends_with = [](const std::string& s, const char* tail) {
     return s.size() >= std::strlen(tail) && s.compare(s.size() - std::strlen(tail), std::string::npos, tail) == 0;
   };
@@ -122,6 +156,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   // mapping, GPTQ layers become qa tiles, and a MoE layer's experts are copied into one stack.
   size_t to_allocate = 0;
   for (const StTensor* t : set.tensors()) {
+    if (!L.in_text_model(t->name)) continue;  // a multimodal checkpoint's other towers
     m->file_types_[st_dtype_name(t->dtype)]++;
     const bool qweight = gptq && ends_with(t->name, ".qweight") && t->shape.size() == 2;
     if (qweight) {
@@ -135,13 +170,13 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   }
   require_memory(to_allocate, dir + ": loading its weights");
 
-  // Tensor names from the architecture's descriptor (core/models/<arch>.cpp).
-  const TensorNames& n = find_arch(s.arch)->hf;
   auto name = [](const std::string& pattern, int64_t i = -1, int64_t e = -1) { return tensor_name(pattern, i, e); };
-  HfTensors L(set, dir, gptq);
   const int64_t E = s.n_embd, V = s.n_vocab, Q = s.q_dim(), KV = s.kv_dim(), F = s.n_ff;
+  auto norm = [&](const std::string& pattern, int64_t i, int64_t size) {
+    return L.floats(name(pattern, i) + ".weight", size, arch.hf_norm_offset);
+  };
   m->token_embd_ = L.weight(name(n.token_embd) + ".weight", V, E);
-  m->output_norm_ = L.floats(name(n.output_norm) + ".weight", E);
+  m->output_norm_ = norm(n.output_norm, -1, E);
   // Some tied checkpoints still ship lm_head.weight (a copy): use it when present.
   s.tied_output = !L.has(name(n.output) + ".weight") && !L.has(name(n.output) + ".qweight");
   if (!s.tied_output) m->output_ = L.linear(name(n.output), V, E);
@@ -149,8 +184,10 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    l.attn_norm = L.floats(name(n.attn_norm, i) + ".weight", E);
-    l.ffn_norm = L.floats(name(n.ffn_norm, i) + ".weight", E);
+    l.attn_norm = norm(n.attn_norm, i, E);
+    l.ffn_norm = norm(n.ffn_norm, i, E);
+    if (!n.q_norm.empty()) l.q_norm = norm(n.q_norm, i, s.head_dim), l.k_norm = norm(n.k_norm, i, s.head_dim);
+    if (!n.attn_post_norm.empty()) l.attn_post_norm = norm(n.attn_post_norm, i, E), l.ffn_post_norm = norm(n.ffn_post_norm, i, E);
     l.wq = L.linear(name(n.q, i), Q, E, s.attn_bias);
     l.wk = L.linear(name(n.k, i), KV, E, s.attn_bias);
     l.wv = L.linear(name(n.v, i), KV, E, s.attn_bias);

@@ -7,6 +7,7 @@
 // table of core/models/architectures.cpp.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 namespace basalt {
 
 class GgufFile;
+class HfConfig;
 class Model;
 
 // Where a model's tensors live in one file format, without the ".weight"
@@ -38,6 +40,11 @@ struct HfClass {
   const char* model_type;       // config.json model_type
   bool moe = false;             // Mixtral: num_local_experts, num_experts_per_tok
   bool sliding_window = false;  // the class for a model with a window (Mistral v0.1)
+  // transformers' defaults for the keys a config.json may leave out (a JSON
+  // object; nullptr: none), and, for a multimodal class, the key its text
+  // model's config is under (Gemma 3's text_config; the other towers are not read).
+  const char* defaults = nullptr;
+  const char* text_config = nullptr;
 };
 
 struct ArchDescriptor {
@@ -46,10 +53,18 @@ struct ArchDescriptor {
   RopeStyle gguf_rope;        // GGUF files (HF checkpoints rotate halves: neox)
   bool attn_bias;             // Q, K, V biases
   bool hf_sliding_window;     // whether config.json's sliding_window applies unless use_sliding_window says no
+  int64_t hf_swa_period;      // and on which layers, where it names none: all but every Nth (0: all)
   TensorNames gguf, hf;
   Graph (*build_graph)(const Model& m);
-  // The GGUF metadata only this architecture has, read after the common keys (nullptr: none).
+  // The GGUF metadata and config.json keys only this architecture has, read
+  // after the common ones (nullptr: none).
   void (*read_gguf)(const GgufFile& f, ModelSpec& s) = nullptr;
+  void (*read_hf)(const HfConfig& c, ModelSpec& s) = nullptr;
+  // Those keys written back (quant/gptq/gptq_checkpoint.cpp), over the common ones.
+  void (*write_hf)(const ModelSpec& s, nlohmann::json& config) = nullptr;
+  // Added to the norm weights an HF folder stores: Gemma's norms scale by
+  // 1 + w, which GGUF files (and the engine) hold as one weight.
+  float hf_norm_offset = 0;
 };
 
 // The table; nullptr for an unknown name or class.

@@ -40,6 +40,7 @@ const ArchDescriptor& llama_arch() {
                                 RopeStyle::normal,
                                 /*attn_bias=*/false,
                                 /*hf_sliding_window=*/true,
+                                /*hf_swa_period=*/0,
                                 llama_gguf_names(),
                                 llama_hf_names(),
                                 build_llama_graph};
@@ -49,7 +50,7 @@ const ArchDescriptor& llama_arch() {
 const ArchDescriptor& mistral_arch() {
   static const ArchDescriptor a{"mistral",
                                 {{"MistralForCausalLM", "mistral", false, true}, {"MistralForCausalLM", "mistral"}},
-                                RopeStyle::normal, false, true, llama_gguf_names(), llama_hf_names(),
+                                RopeStyle::normal, false, true, 0, llama_gguf_names(), llama_hf_names(),
                                 build_llama_graph};
   return a;
 }

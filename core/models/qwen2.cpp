@@ -16,6 +16,7 @@ const ArchDescriptor& qwen2_arch() {
                                 RopeStyle::neox,
                                 /*attn_bias=*/true,
                                 /*hf_sliding_window=*/false,
+                                /*hf_swa_period=*/0,
                                 llama_gguf_names(),
                                 llama_hf_names(),
                                 build_llama_graph};

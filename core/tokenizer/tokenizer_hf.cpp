@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unordered_map>
 #include <nlohmann/json.hpp>
 
@@ -293,6 +294,20 @@ HfTokenizer read_tokenizer_files(const std::string& dir) {
               out.chat_template = e["template"].get<std::string>();
       }
     }
+  }
+  // Newer checkpoints keep the template in a file of its own: chat_template.jinja
+  // (which transformers reads before tokenizer_config.json's), or a multimodal
+  // model's processor file chat_template.json.
+  if (const fs::path jinja = folder / "chat_template.jinja"; fs::exists(jinja)) {
+    std::ifstream in(jinja, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) throw Error(jinja.string() + ": cannot read");
+    out.chat_template = text.str();
+  } else if (const fs::path processor = folder / "chat_template.json"; out.chat_template.empty() && fs::exists(processor)) {
+    const json c = read_json(processor);
+    if (c.is_object() && c.contains("chat_template") && c["chat_template"].is_string())
+      out.chat_template = c["chat_template"].get<std::string>();
   }
   if (d.add_bos && d.bos_id < 0) d.add_bos = false;
   // generation_config.json may name more end-of-generation ids (Llama 3: <|eot_id|>).

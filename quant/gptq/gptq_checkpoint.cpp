@@ -91,6 +91,7 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
   if (s.is_moe()) c["num_local_experts"] = s.n_expert, c["num_experts_per_tok"] = s.n_expert_used;
   if (tok.bos_id() >= 0) c["bos_token_id"] = tok.bos_id();
   if (tok.eos_id() >= 0) c["eos_token_id"] = tok.eos_id();
+  if (arch->write_hf) arch->write_hf(s, c);
   return c;
 }
 
@@ -127,6 +128,13 @@ class TensorList {
     }
     out_.push_back({name, StDtype::f32, {static_cast<int64_t>(src->size())}, src->data()});
   }
+  // A norm's weights as the HF folder stores them (Gemma's: w for the engine's 1 + w).
+  void norm(const std::string& name, const std::vector<float>& v, float hf_offset) {
+    if (hf_offset == 0) return vector(name, v);
+    std::vector<float>& r = floats_.emplace_back(v);
+    for (float& x : r) x -= hf_offset;
+    vector(name, r);
+  }
   void gptq(const std::string& prefix, const GptqPacked& p, const std::vector<int32_t>& order = {}) {
     const GptqPacked& kept = order.empty() ? p : packed_.emplace_back(gptq_reorder_outputs(p, order));
     for (StTensorOut& t : gptq_tensors_out(kept, prefix)) out_.push_back(std::move(t));
@@ -153,11 +161,12 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
   if (static_cast<int64_t>(layers.size()) != s.n_layer) throw Error("internal: quantized layers missing");
 
   // Tensor names from the architecture's descriptor (core/models/<arch>.cpp), as the loader reads them.
-  const TensorNames& n = find_arch(s.arch)->hf;
+  const ArchDescriptor& arch = *find_arch(s.arch);
+  const TensorNames& n = arch.hf;
   auto name = [](const std::string& pattern, int64_t i, const char* suffix) { return tensor_name(pattern, i, -1, suffix); };
   TensorList t;
   t.matrix(name(n.token_embd, -1, ".weight"), model.token_embd());
-  t.vector(name(n.output_norm, -1, ".weight"), model.output_norm());
+  t.norm(name(n.output_norm, -1, ".weight"), model.output_norm(), arch.hf_norm_offset);
   if (!s.tied_output) t.matrix(name(n.output, -1, ".weight"), model.output());
   // GGUF llama Q/K rows back in the rotate-half order (HF folders and qwen2 files have it already).
   const bool reorder = !from_hf && s.rope_style == RopeStyle::normal;
@@ -165,8 +174,16 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
   const std::vector<int32_t> k_rows = reorder ? rotate_half_rows(s.n_head_kv, s.head_dim) : std::vector<int32_t>{};
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const LayerWeights& l = model.layer(i);
-    t.vector(name(n.attn_norm, i, ".weight"), l.attn_norm);
-    t.vector(name(n.ffn_norm, i, ".weight"), l.ffn_norm);
+    t.norm(name(n.attn_norm, i, ".weight"), l.attn_norm, arch.hf_norm_offset);
+    t.norm(name(n.ffn_norm, i, ".weight"), l.ffn_norm, arch.hf_norm_offset);
+    if (!l.q_norm.empty()) {
+      t.norm(name(n.q_norm, i, ".weight"), l.q_norm, arch.hf_norm_offset);
+      t.norm(name(n.k_norm, i, ".weight"), l.k_norm, arch.hf_norm_offset);
+    }
+    if (!l.attn_post_norm.empty()) {
+      t.norm(name(n.attn_post_norm, i, ".weight"), l.attn_post_norm, arch.hf_norm_offset);
+      t.norm(name(n.ffn_post_norm, i, ".weight"), l.ffn_post_norm, arch.hf_norm_offset);
+    }
     for (const QuantizedLinear& q : layers[static_cast<size_t>(i)])
       t.gptq(q.name, q.packed, q.role == &TensorNames::q ? q_rows : q.role == &TensorNames::k ? k_rows : std::vector<int32_t>{});
     if (s.is_moe()) t.matrix(name(n.router, i, ".weight"), l.router);
@@ -181,7 +198,10 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
   json config;
   if (from_hf) {
     config = read_json_object((in / "config.json").string());
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"})
+    // A multimodal model's checkpoint holds its text model only: written as that.
+    if (config.contains("text_config")) config = config_from_spec(s, model.tokenizer());
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json",
+                          "chat_template.jinja", "chat_template.json"})
       if (fs::exists(in / f, ec)) {
         fs::copy_file(in / f, partial / f, ec);
         if (ec) throw Error("cannot copy " + (in / f).string() + ": " + ec.message());

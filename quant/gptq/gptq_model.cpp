@@ -109,8 +109,7 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
                                                          const ModelQuantizeOptions& o,
                                                          const std::function<void(const QuantizeProgress&)>& progress) {
   const ModelSpec& s = model.spec();
-  // Before any calibration: a checkpoint needs the architecture's HF class
-  // and names, and the block walk below is llama's (Gemma 3's has more).
+  // Before any calibration: a checkpoint needs the architecture's HF class and names.
   if (find_arch(s.arch)->hf_classes.empty())
     throw Error("quantize: architecture " + s.arch + " cannot be written as an HF GPTQ checkpoint yet (supported: " +
                 supported_hf_class_names() + ")");
@@ -192,11 +191,16 @@ std::vector<std::vector<QuantizedLinear>> quantize_model(Model& model, const std
   const int x_tensor = exec.graph().tokens_out;
   std::vector<float> x(static_cast<size_t>(total * E));  // the residual stream of every window's tokens
   {
+    // The graph's embedding, scaled as its node says (Gemma: by sqrt(n_embd)).
+    const auto embed = std::find_if(exec.graph().nodes.begin(), exec.graph().nodes.end(), [](const Node& n) { return n.op == Op::embed; });
+    const float scale = embed == exec.graph().nodes.end() ? 1.0f : embed->scale;
     int64_t t = 0;
     for (const auto& w : windows)
       for (int32_t token : w) {
         if (token < 0 || token >= s.n_vocab) throw Error("quantize: calibration token " + std::to_string(token) + " outside the vocabulary");
-        dequantize_row(model.token_embd(), token, x.data() + t++ * E);
+        float* row = x.data() + t++ * E;
+        dequantize_row(model.token_embd(), token, row);
+        for (int64_t i = 0; i < E; ++i) row[i] *= scale;
       }
   }
 

@@ -37,6 +37,7 @@ from make_gptq import read_safetensors  # noqa: E402
 from make_hf_folder import write_safetensors  # noqa: E402
 
 MODEL = ["--n-embd", "256", "--n-ff", "384", "--n-head", "4", "--n-head-kv", "2", "--n-layer", "2"]
+_GEMMA3 = ["--arch", "gemma3", "--type", "f32", "--tied", "--window", "8", "--swa-period", "2", "--rope-theta", "1000000"]
 # name -> (make_model.py options, make_gptq.py options)
 CASES = {
     "q4_g128_sym": (["--arch", "llama", "--type", "f32"], ["--bits", "4", "--group-size", "128"]),
@@ -60,7 +61,12 @@ CASES = {
                                              ["--bits", "4", "--group-size", "32", "--act-order"]),
     "mixtral_q8_g128_sym_experts": (["--arch", "llama", "--type", "f16", "--experts", "4", "--experts-used", "2"],
                                     ["--bits", "8", "--group-size", "128"]),
+    # Gemma 3 (a global layer every other one, window 8), text-only and as the multimodal class
+    "gemma3_q4_g64_asym": (_GEMMA3, ["--bits", "4", "--group-size", "64", "--asym"]),
+    "gemma3_multimodal_q4_g32_act_order_sym": (_GEMMA3, ["--bits", "4", "--group-size", "32", "--act-order"]),
 }
+# make_hf_folder.py options where a case needs some
+FOLDER_OPTIONS = {"gemma3_multimodal_q4_g32_act_order_sym": ["--multimodal", "new"]}
 TOKENS = [1, 7, 42, 99, 3, 250, 17, 8, 300, 64, 5, 128, 77, 2, 19, 400]
 
 
@@ -96,7 +102,7 @@ def main() -> int:
         cfg = make_model.parse_config(MODEL + model_opts)
         make_model.check_config(cfg)
         make_model.write_model(t / "m.gguf", cfg)
-        run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "hf")])
+        run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "hf"), *FOLDER_OPTIONS.get(a.case, [])])
         run([sys.executable, str(HERE / "make_gptq.py"), str(t / "hf"), str(t / "gptq"), *gptq_opts])
         bits = int(gptq_opts[gptq_opts.index("--bits") + 1])
         v2 = "gptq_v2" in gptq_opts and gptq_opts[gptq_opts.index("--format") + 1] == "gptq_v2"
@@ -132,7 +138,7 @@ def main() -> int:
         for extra in ("quantize_config.json", "quant_config.json"):
             (t / "dense" / extra).unlink(missing_ok=True)
         write_safetensors(t / "dense" / "model.safetensors", [(n, x, d) for n, (x, d) in dense.items()])
-        n_vocab = int(config["vocab_size"])
+        n_vocab = int(config.get("text_config", config)["vocab_size"])
         outs = []
         for folder in ("gptq", "dense"):
             run([a.dump_logits, str(t / folder), str(t / "l.f32"), *map(str, TOKENS)])

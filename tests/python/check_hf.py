@@ -16,6 +16,7 @@ order): |hf - gguf| <= 1e-4 * max|gguf| and the same argmax everywhere.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -28,13 +29,23 @@ sys.path.insert(0, str(HERE))
 import make_model  # noqa: E402
 from case_args import parse_case_args  # noqa: E402
 
-# name -> (make_model.py options, shards)
+# Gemma 3 with a window shorter than the tokens, a global layer every 3rd (2, 5) and a RoPE base of its own.
+_GEMMA3 = ["--arch", "gemma3", "--n-layer", "6", "--tied", "--window", "8", "--swa-period", "3", "--rope-theta", "1000000"]
+# name -> (make_model.py options, make_hf_folder.py options)
 CASES = {
-    "llama_f32": (["--arch", "llama", "--type", "f32"], 1),
-    "llama_bf16_tied": (["--arch", "llama", "--type", "bf16", "--tied"], 1),
-    "llama_f16_gqa4_sharded": (["--arch", "llama", "--type", "f16", "--n-head", "8", "--n-head-kv", "2"], 3),
-    "qwen2_f16_bias": (["--arch", "qwen2", "--type", "f16"], 1),
-    "moe_f32_sharded": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], 2),
+    "llama_f32": (["--arch", "llama", "--type", "f32"], []),
+    "llama_bf16_tied": (["--arch", "llama", "--type", "bf16", "--tied"], []),
+    "llama_f16_gqa4_sharded": (["--arch", "llama", "--type", "f16", "--n-head", "8", "--n-head-kv", "2"], ["--shards", "3"]),
+    "qwen2_f16_bias": (["--arch", "qwen2", "--type", "f16"], []),
+    "moe_f32_sharded": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], ["--shards", "2"]),
+    # Gemma 2: every other layer local (window 8), small soft-caps so that they bend the values.
+    "gemma2_f32": (["--arch", "gemma2", "--type", "f32", "--n-layer", "4", "--tied", "--window", "8",
+                    "--attn-softcap", "2", "--final-softcap", "3"], []),
+    "gemma3_f32": ([*_GEMMA3, "--type", "f32"], []),
+    "gemma3_bf16_layer_types_sharded": ([*_GEMMA3, "--type", "bf16"], ["--layer-types", "--shards", "2"]),
+    # Gemma3ForConditionalGeneration: the text model's keys and tensors where transformers puts them.
+    "gemma3_f32_multimodal_old": ([*_GEMMA3, "--type", "f32"], ["--multimodal", "old"]),
+    "gemma3_f16_multimodal_new": ([*_GEMMA3, "--type", "f16"], ["--multimodal", "new", "--shards", "2"]),
 }
 TOKENS = [1, 7, 42, 99, 3, 250, 17, 8, 300, 64, 5, 128, 77, 2, 19, 400, 33, 71, 9, 200]
 
@@ -48,15 +59,16 @@ def main() -> int:
     a = parse_case_args(__doc__, CASES)
     if a is None:
         return 0
-    options, shards = CASES[a.case]
+    options, folder_options = CASES[a.case]
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         cfg = make_model.parse_config(options)
         make_model.check_config(cfg)
         make_model.write_model(t / "m.gguf", cfg)
-        subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "hf"),
-                        "--shards", str(shards)], check=True)
-        n_vocab = int(__import__("json").loads((t / "hf" / "config.json").read_text())["vocab_size"])
+        subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "hf"), *folder_options],
+                       check=True)
+        config = json.loads((t / "hf" / "config.json").read_text())
+        n_vocab = int(config.get("text_config", config)["vocab_size"])
         ref = logits(a.dump_logits, t / "m.gguf", t / "gguf.f32", n_vocab)
         got = logits(a.dump_logits, t / "hf", t / "hf.f32", n_vocab)
     worst = float(np.max(np.abs(got - ref)))

@@ -44,6 +44,7 @@ from make_gptq import read_safetensors  # noqa: E402
 CALIB = Path("/usr/share/common-licenses/GPL-3")
 MODEL = ["--n-embd", "256", "--n-ff", "384", "--n-head", "4", "--n-head-kv", "2", "--n-layer", "2", "--vocab", "smollm2"]
 CALIB_OPTS = ["--samples", "6", "--seq-len", "96"]
+_GEMMA3 = ["--arch", "gemma3", "--type", "f32", "--tied", "--window", "16", "--swa-period", "2", "--rope-theta", "1000000"]
 # name -> (make_model.py options, source "gguf" or "hf", basalt quantize options, 8-bit logits bound or None)
 CASES = {
     "gguf_gptq4_g32_sym": (["--arch", "llama", "--type", "f32"], "gguf", ["--bits", "4", "--group-size", "32"], None),
@@ -53,6 +54,9 @@ CASES = {
     "mixtral_gptq4_g64_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], "gguf",
                                   ["--bits", "4", "--group-size", "64"], None),
     "qwen2_gptq8_per_row_bias": (["--arch", "qwen2", "--type", "f32"], "gguf", ["--bits", "8", "--group-size", "-1"], 0.03),
+    # Gemma 3: Q/K and post norms (written as HF's w for the engine's 1 + w), local and global layers
+    "gemma3_gptq8_g64": (_GEMMA3, "gguf", ["--bits", "8", "--group-size", "64"], 0.03),
+    "gemma3_hf_gptq4_g64_asym": (_GEMMA3, "hf", ["--bits", "4", "--group-size", "64", "--asym"], None),
     "errors": ([], "", [], None),
     "lossless_gptq4_sym_g32_vs_q4_0": ([], "", ["--bits", "4"], None),
     "lossless_gptq8_sym_g32_vs_q8_0": ([], "", ["--bits", "8"], None),

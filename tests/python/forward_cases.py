@@ -126,6 +126,11 @@ CASES: list[Case] = [
                               "--attn-softcap", "2", "--final-softcap", "3"), n_tokens=64),
     Case("gemma2_q4_k_hd64", _dense("gemma2", "q4_k", "--n-layer", "4", "--tied", "--window", "40",
                                     "--attn-softcap", "2", "--final-softcap", "3"), n_tokens=160, ubatch=16),
+    # Gemma 3 (synthetic, dense): Q/K norms, layer 5 global with its own RoPE base (10^6 against
+    # the local layers' 10^4), past the local layers' 24-position window. (llama.cpp, which sets
+    # the bounds, reads neither the pattern nor the local base from the file: 6 and 10^4 it is.)
+    Case("gemma3_f32", _dense("gemma3", "f32", "--n-layer", "6", "--tied", "--window", "24",
+                              "--rope-theta", "1000000"), n_tokens=64),
     # A Mistral-style window on every layer (basalt --window), with and without attention sinks,
     # past it in 16-token chunks: rings of 2 blocks (and the sinks') over 5 blocks.
     Case("llama_q8_0_window40", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,

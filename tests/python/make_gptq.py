@@ -115,10 +115,12 @@ def main() -> int:
     rng = np.random.default_rng(a.seed)
     tensors = read_safetensors(src / "model.safetensors")
     config = json.loads((src / "config.json").read_text())
-    n_expert = config.get("num_local_experts", 0)
+    text = config.get("text_config", config)  # a multimodal Gemma 3: its text model's layers are quantized
+    n_expert = text.get("num_local_experts", 0)
     linears = LINEARS[:4] + tuple(f"block_sparse_moe.experts.{e}.{w}" for e in range(n_expert) for w in ("w1", "w2", "w3")) \
         if n_expert else LINEARS  # Mixtral: each expert's w1/w2/w3 (the router stays dense, as GPTQ tools leave it)
-    prefixes = [f"model.layers.{i}.{n}" for i in range(config["num_hidden_layers"]) for n in linears]
+    root = next(r for r in ("model.", "language_model.model.", "model.language_model.") if r + "embed_tokens.weight" in tensors)
+    prefixes = [f"{root}layers.{i}.{n}" for i in range(text["num_hidden_layers"]) for n in linears]
     if a.lm_head and "lm_head.weight" in tensors:
         prefixes.append("lm_head")
     written = []

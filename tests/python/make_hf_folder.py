@@ -3,13 +3,19 @@
 """Write an HF model folder holding the same model as a GGUF file.
 
     make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME] [--space-prefix B] [--add-bos B] [--metaspace]
+                      [--sliding-window W [--global-every N]] [--layer-types] [--multimodal old|new]
 
 The GGUF must have dense tensors (F32, F16, BF16), e.g. one written by
 make_model.py. The folder gets config.json, model.safetensors (or N shards
 and model.safetensors.index.json), tokenizer.json, tokenizer_config.json and
 generation_config.json, laid out as transformers writes them: PyTorch names,
 [out, in] matrices, Q and K rows in the rotate-half order (GGUF llama files
-hold them interleaved: undone here), Mixtral experts as separate tensors.
+hold them interleaved: undone here), Mixtral experts as separate tensors,
+Gemma's norm weights as w where GGUF files hold 1 + w. --multimodal writes a
+Gemma 3 as Gemma3ForConditionalGeneration: a text_config naming only what
+differs from transformers' defaults, the text model's tensors under
+language_model.model. (old: transformers before 4.52) or
+model.language_model. (new), and a vision tower tensor beside them.
 basalt must give the same logits and token ids for both (tests/python/check_hf.py).
 --vocab-only writes just the tokenizer files (for the real SmolLM2 and Gemma 3
 vocabularies); --pre gives a byte-level BPE one another pre-tokenizer, and
@@ -86,6 +92,14 @@ def tokenizer_fields(path: str) -> dict:
             pass
     return fields
 
+
+# transformers' Gemma3TextConfig defaults: a multimodal config's text_config leaves these out.
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    "query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6,
+    "final_logit_softcapping": None, "attn_logit_softcapping": None, "model_type": "gemma3_text"}
 
 SPACE = "\u2581"
 
@@ -239,6 +253,9 @@ def main() -> int:
                    help="a Mistral config whose layers attend to their last N positions")
     p.add_argument("--global-every", type=int, default=0,
                    help="with --sliding-window: every Nth layer attends to all (layer_types, as Gemma 3's)")
+    p.add_argument("--layer-types", action="store_true",
+                   help="Gemma 3: name each layer's attention (layer_types) instead of sliding_window_pattern")
+    p.add_argument("--multimodal", choices=["old", "new"], help="Gemma 3: as Gemma3ForConditionalGeneration")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -254,14 +271,18 @@ def main() -> int:
     n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv", k("attention.head_count"))
     n_embd, n_layer = k("embedding_length"), k("block_count")
     n_expert = k("expert_count", 0)
+    gemma = arch in ("gemma2", "gemma3")
     names = {t.name for t in r.tensors}
     embd, embd_dtype = tensor(r, "token_embd.weight")
-    cls = {"llama": "MixtralForCausalLM" if n_expert else "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[arch]
+    cls, model_type = {"llama": ("MixtralForCausalLM", "mixtral") if n_expert else ("LlamaForCausalLM", "llama"),
+                       "qwen2": ("Qwen2ForCausalLM", "qwen2"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
+                       "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}[arch]
+    head_dim = k("attention.key_length", n_embd // n_head)
     config = {
-        "architectures": [cls], "model_type": {"llama": "mixtral" if n_expert else "llama", "qwen2": "qwen2"}[arch],
+        "architectures": [cls], "model_type": model_type,
         "vocab_size": int(embd.shape[0]), "hidden_size": n_embd, "num_hidden_layers": n_layer,
         "num_attention_heads": n_head, "num_key_value_heads": n_head_kv,
-        "head_dim": k("attention.key_length", n_embd // n_head), "intermediate_size": k("feed_forward_length"),
+        "head_dim": head_dim, "intermediate_size": k("feed_forward_length"),
         "max_position_embeddings": k("context_length", 2048), "rms_norm_eps": k("attention.layer_norm_rms_epsilon"),
         "rope_theta": k("rope.freq_base", 10000.0), "tie_word_embeddings": "output.weight" not in names,
         "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[embd_dtype],
@@ -272,24 +293,54 @@ def main() -> int:
         config["num_local_experts"], config["num_experts_per_tok"] = n_expert, k("expert_used_count")
     if arch == "qwen2":
         config["use_sliding_window"] = False
+    if gemma:  # as the engine reads the GGUF: queries scaled by head_dim^-1/2, GELU's tanh form
+        config |= {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": head_dim,
+                   "sliding_window": k("attention.sliding_window")}
+    if arch == "gemma2":
+        config |= {"attn_logit_softcapping": k("attn_logit_softcapping"), "final_logit_softcapping": k("final_logit_softcapping")}
+    if arch == "gemma3":
+        period = k("attention.sliding_window_pattern", 6)
+        config |= {"rope_local_base_freq": k("rope.freq_base_swa", 10000.0), "final_logit_softcapping": None,
+                   "attn_logit_softcapping": None, "sliding_window_pattern": period}
+        if a.layer_types:
+            del config["sliding_window_pattern"]
+            config["layer_types"] = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n_layer)]
     if a.sliding_window:
         config["architectures"], config["model_type"], config["sliding_window"] = ["MistralForCausalLM"], "mistral", a.sliding_window
         if a.global_every:
             config["layer_types"] = ["full_attention" if (i + 1) % a.global_every == 0 else "sliding_attention"
                                      for i in range(n_layer)]
+    if a.multimodal:
+        if arch != "gemma3":
+            raise SystemExit("--multimodal: Gemma 3 only")
+        text = {key: v for key, v in config.items()
+                if key not in ("architectures", "torch_dtype", "tie_word_embeddings") and GEMMA3_TEXT_DEFAULTS.get(key, ...) != v}
+        config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+                  "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8}, "mm_tokens_per_image": 256,
+                  "torch_dtype": config["torch_dtype"]}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
     hf: list[tuple[str, np.ndarray, str]] = [("model.embed_tokens.weight", embd, embd_dtype)]
     add = lambda hf_name, gguf_name, fix=None: hf.append(
         (hf_name, *(lambda x, d: ((fix(x) if fix else x), d))(*tensor(r, gguf_name))))
-    add("model.norm.weight", "output_norm.weight")
+    # Gemma's RMS norms scale by 1 + w; its GGUF files hold the sum.
+    add_norm = lambda hf_name, gguf_name: add(hf_name, gguf_name, (lambda x: x - 1) if gemma else None)
+    add_norm("model.norm.weight", "output_norm.weight")
     if "output.weight" in names:
         add("lm_head.weight", "output.weight")
-    neox = arch == "qwen2"
+    neox = arch != "llama"
     for i in range(n_layer):
         g, h = f"blk.{i}.", f"model.layers.{i}."
-        add(h + "input_layernorm.weight", g + "attn_norm.weight")
-        add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight")
+        add_norm(h + "input_layernorm.weight", g + "attn_norm.weight")
+        if gemma:  # post_attention_layernorm: Gemma's norm of the attention's output, llama's of the FFN's input
+            add_norm(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight")
+            add_norm(h + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight")
+            add_norm(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight")
+        else:
+            add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight")
+        if arch == "gemma3":
+            add_norm(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight")
+            add_norm(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight")
         add(h + "self_attn.q_proj.weight", g + "attn_q.weight", None if neox else lambda x: unpermute(x, n_head))
         add(h + "self_attn.k_proj.weight", g + "attn_k.weight", None if neox else lambda x: unpermute(x, n_head_kv))
         add(h + "self_attn.v_proj.weight", g + "attn_v.weight")
@@ -307,6 +358,11 @@ def main() -> int:
             add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight")
             add(h + "mlp.up_proj.weight", g + "ffn_up.weight")
             add(h + "mlp.down_proj.weight", g + "ffn_down.weight")
+    if a.multimodal:
+        root = {"old": "language_model.model.", "new": "model.language_model."}[a.multimodal]
+        hf = [(root + name[len("model."):], x, d) for name, x, d in hf]
+        vision = "vision_tower.vision_model.post_layernorm.weight"
+        hf.append(((vision if a.multimodal == "old" else "model." + vision), np.ones(8, np.float32), "F32"))
 
     if a.shards <= 1:
         write_safetensors(out / "model.safetensors", hf)

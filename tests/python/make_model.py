@@ -3,13 +3,14 @@
 # Writes small synthetic GGUF models (random weights, any shape) for tests.
 """Write a synthetic GGUF model with random weights.
 
-    make_model.py OUT.gguf --arch llama|qwen2|gemma2 [--n-embd 64 --n-layer 2
+    make_model.py OUT.gguf --arch llama|qwen2|gemma2|gemma3 [--n-embd 64 --n-layer 2
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
         [--rope-theta 10000 --rope-scale-linear 1.0] [--rope-yarn FACTOR:ORIG_CTX]
         [--rope-llama3 FACTOR:LOW:HIGH:ORIG_CTX] [--seed 0]
         [--vocab smollm2|tiny] [--vocab-size N]
         [--window W --attn-softcap C --final-softcap C]   (gemma2)
+        [--window W --swa-period N --rope-theta-swa B]   (gemma3)
 
 Tensor names and metadata keys are those llama.cpp writes, so llama.cpp
 loads these files too (tests/python/validate_reference.py relies on it).
@@ -19,6 +20,11 @@ gemma2: post-attention and post-FFN norms, the output tied to the embedding
 --window W, and soft-capping of scores and logits (--attn-softcap,
 --final-softcap; Gemma 2's are 50 and 30, which random weights never reach:
 tests set small ones so that the capping shows).
+
+gemma3: gemma2's norms and more (RMS norms on each head's Q and K), no
+soft-capping, all layers but every --swa-period-th (6) local with --window W
+and their own RoPE base (--rope-theta-swa, 10000; the global ones
+--rope-theta).
 
 Weight types (--type):
   f32 f16 bf16              dense
@@ -218,9 +224,15 @@ class ModelConfig:
     vocab: str = "tiny"
     vocab_size: int = 0              # 0 = the vocabulary's own size
     rms_eps: float = 1e-5
-    window: int = 0                  # gemma2: the local layers' sliding window
+    window: int = 0                  # gemma2, gemma3: the local layers' sliding window
+    swa_period: int = 6              # gemma3: every Nth layer global
+    rope_theta_swa: float = 10000.0  # gemma3: the local layers' RoPE base
     attn_softcap: float = 50.0       # gemma2
     final_softcap: float = 30.0      # gemma2
+
+    @property
+    def gemma(self) -> bool:
+        return self.arch in ("gemma2", "gemma3")
 
     @property
     def hd(self) -> int:
@@ -264,12 +276,14 @@ def weight_type(cfg: ModelConfig, name: str, i_layer: int = -1) -> QT:
 
 def check_config(cfg: ModelConfig) -> None:
     """Raise ValueError with an actionable message for shapes the format cannot hold."""
-    if cfg.arch not in ("llama", "qwen2", "gemma2"):
-        raise ValueError(f"--arch {cfg.arch}: only llama, qwen2 and gemma2 are supported")
-    if cfg.arch == "gemma2" and not cfg.tied:
-        raise ValueError("--arch gemma2 needs --tied (llama.cpp's Gemma 2 reuses the embedding as the output)")
-    if cfg.arch == "gemma2" and cfg.window <= 0:
-        raise ValueError("--arch gemma2 needs --window W > 0 (its local layers' sliding window)")
+    if cfg.arch not in ("llama", "qwen2", "gemma2", "gemma3"):
+        raise ValueError(f"--arch {cfg.arch}: only llama, qwen2, gemma2 and gemma3 are supported")
+    if cfg.gemma and not cfg.tied:
+        raise ValueError(f"--arch {cfg.arch} needs --tied (llama.cpp's Gemma reuses the embedding as the output)")
+    if cfg.gemma and cfg.window <= 0:
+        raise ValueError(f"--arch {cfg.arch} needs --window W > 0 (its local layers' sliding window)")
+    if cfg.arch == "gemma3" and cfg.swa_period < 2:
+        raise ValueError("--swa-period must be 2 or more (every Nth layer global)")
     if cfg.wtype not in WEIGHT_TYPES:
         raise ValueError(f"--type {cfg.wtype}: choose one of {', '.join(WEIGHT_TYPES)}")
     if cfg.n_head % cfg.n_head_kv != 0:
@@ -499,7 +513,10 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             bias(p + "attn_k.bias", cfg.n_head_kv * hd)
             bias(p + "attn_v.bias", cfg.n_head_kv * hd)
         lin(p + "attn_output.weight", d, cfg.n_head * hd, gain=0.5)
-        if cfg.arch == "gemma2":
+        if cfg.arch == "gemma3":
+            norm(p + "attn_q_norm.weight", hd)
+            norm(p + "attn_k_norm.weight", hd)
+        if cfg.gemma:
             norm(p + "post_attention_norm.weight", d)
         norm(p + "ffn_norm.weight", d)
         if E:
@@ -511,7 +528,7 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             lin(p + "ffn_gate.weight", ff, d)
             lin(p + "ffn_up.weight", ff, d)
             lin(p + "ffn_down.weight", d, ff, gain=0.5)
-        if cfg.arch == "gemma2":
+        if cfg.gemma:
             norm(p + "post_ffw_norm.weight", d)
     norm("output_norm.weight", d)
     if not cfg.tied:
@@ -567,6 +584,10 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
         w.add_sliding_window(cfg.window)
         w.add_attn_logit_softcapping(cfg.attn_softcap)
         w.add_final_logit_softcapping(cfg.final_softcap)
+    if cfg.arch == "gemma3":
+        w.add_sliding_window(cfg.window)
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", cfg.swa_period)
+        w.add_float32(f"{arch}.rope.freq_base_swa", cfg.rope_theta_swa)
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
@@ -612,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 1)[1])
-    p.add_argument("--arch", choices=["llama", "qwen2", "gemma2"], default="llama")
+    p.add_argument("--arch", choices=["llama", "qwen2", "gemma2", "gemma3"], default="llama")
     p.add_argument("--n-embd", type=int, default=64)
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-head", type=int, default=4)
@@ -629,7 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-yarn", default="", metavar="FACTOR:ORIGINAL_CTX", help="YaRN RoPE scaling")
     p.add_argument("--rope-llama3", default="", metavar="FACTOR:LOW:HIGH:ORIGINAL_CTX",
                    help="Llama 3.1 RoPE scaling, as a rope_freqs.weight tensor")
-    p.add_argument("--window", type=int, default=0, help="gemma2: the local layers' sliding window")
+    p.add_argument("--window", type=int, default=0, help="gemma2, gemma3: the local layers' sliding window")
+    p.add_argument("--swa-period", type=int, default=6, help="gemma3: every Nth layer global")
+    p.add_argument("--rope-theta-swa", type=float, default=10000.0, help="gemma3: the local layers' RoPE base")
     p.add_argument("--attn-softcap", type=float, default=50.0, help="gemma2: scores' soft-capping")
     p.add_argument("--final-softcap", type=float, default=30.0, help="gemma2: logits' soft-capping")
     p.add_argument("--seed", type=int, default=0)
@@ -646,7 +669,8 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
         rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, rope_yarn=ns.rope_yarn,
-        rope_llama3=ns.rope_llama3, seed=ns.seed, window=ns.window,
+        rope_llama3=ns.rope_llama3, seed=ns.seed, window=ns.window, swa_period=ns.swa_period,
+        rope_theta_swa=ns.rope_theta_swa,
         attn_softcap=ns.attn_softcap, final_softcap=ns.final_softcap,
         vocab=ns.vocab, vocab_size=ns.vocab_size)
 

@@ -4,6 +4,7 @@
 // a folder whose tensors or files do not fit its config says which.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -113,6 +114,96 @@ TEST(HfConfig, ReadsWhichLayersAreWindowed) {
   types[0] = "chunked_attention";
   m["layer_types"] = types;
   EXPECT_NE(error_of(m.dump()).find("layer_types[0] is chunked_attention"), std::string::npos);
+}
+
+// Gemma 3 as its text-only checkpoints (270M, 1B) write config.json: local
+// layers with their own RoPE base, the queries' scale from
+// query_pre_attn_scalar, no soft-capping (null), the pattern by layer_types.
+TEST(HfConfig, ReadsGemma3) {
+  auto j = nlohmann::json::parse(R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+    "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
+    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 32768, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0,
+    "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": 512, "_sliding_window_pattern": 6,
+    "final_logit_softcapping": null, "attn_logit_softcapping": null, "use_bidirectional_attention": false})");
+  std::vector<std::string> types(18, "sliding_attention");
+  for (size_t i = 5; i < types.size(); i += 6) types[i] = "full_attention";
+  j["layer_types"] = types;
+  for (bool by_pattern : {false, true}) {
+    if (by_pattern) j.erase("layer_types");  // older files: _sliding_window_pattern (or nothing: 6)
+    const ModelSpec s = spec_from_hf_config_text(j.dump(), "config.json");
+    EXPECT_EQ(s.arch, "gemma3");
+    EXPECT_EQ(s.head_dim, 256);
+    EXPECT_EQ(s.n_head_kv, 1);
+    EXPECT_EQ(s.sliding_window, 512);
+    EXPECT_EQ(s.swa_period, 6);
+    EXPECT_FALSE(s.layer_windowed(5));
+    EXPECT_TRUE(s.layer_windowed(6));
+    EXPECT_FLOAT_EQ(s.rope_theta, 1e6f);
+    EXPECT_FLOAT_EQ(s.rope_theta_swa, 1e4f);
+    EXPECT_FLOAT_EQ(s.query_scale(), 1.0f / 16);
+    EXPECT_EQ(s.attn_softcap, 0);
+    EXPECT_EQ(s.final_softcap, 0);
+    EXPECT_EQ(s.rope_style, RopeStyle::neox);
+  }
+  j["query_pre_attn_scalar"] = 168;  // the 27B's n_embd / n_head
+  EXPECT_FLOAT_EQ(spec_from_hf_config_text(j.dump(), "config.json").query_scale(), 1.0f / std::sqrt(168.0f));
+  j["hidden_activation"] = "gelu";
+  EXPECT_NE(error_of(j.dump()).find("hidden_activation gelu is not supported"), std::string::npos);
+  j["hidden_activation"] = "gelu_pytorch_tanh", j["use_bidirectional_attention"] = true;  // EmbeddingGemma
+  EXPECT_NE(error_of(j.dump()).find("use_bidirectional_attention"), std::string::npos);
+}
+
+// The multimodal Gemma 3 (4B and up): the text model's config is text_config,
+// which names only what differs from transformers' Gemma3TextConfig (here:
+// gemma-3-4b-it's), and its rope_scaling is the global layers' only.
+TEST(HfConfig, ReadsGemma3TextConfigOverItsDefaults) {
+  auto j = nlohmann::json::parse(R"({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}, "mm_tokens_per_image": 256})");
+  const ModelSpec s = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_EQ(s.arch, "gemma3");
+  EXPECT_EQ(s.n_embd, 2560);
+  EXPECT_EQ(s.n_layer, 34);
+  EXPECT_EQ(s.n_head, 8);
+  EXPECT_EQ(s.n_head_kv, 4);
+  EXPECT_EQ(s.head_dim, 256);
+  EXPECT_EQ(s.n_vocab, 262208);
+  EXPECT_EQ(s.n_ctx_train, 131072);
+  EXPECT_EQ(s.sliding_window, 1024);
+  EXPECT_EQ(s.swa_period, 6);
+  EXPECT_FLOAT_EQ(s.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(s.rope_freq_scale, 0.125f);
+  EXPECT_FLOAT_EQ(s.rope_theta_swa, 1e4f);
+  EXPECT_FLOAT_EQ(s.rms_eps, 1e-6f);
+  j.erase("text_config");
+  EXPECT_NE(error_of(j.dump()).find("Gemma3ForConditionalGeneration needs a text_config object"), std::string::npos);
+  j["text_config"] = {{"hidden_size", "wide"}};
+  EXPECT_NE(error_of(j.dump()).find("config.json: text_config: hidden_size must be an integer"), std::string::npos);
+}
+
+// Gemma 2: every other layer local without a pattern key, and soft-capping
+// (transformers' 50 and 30 where the file says nothing, none where it says null).
+TEST(HfConfig, ReadsGemma2) {
+  auto j = nlohmann::json::parse(R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+    "vocab_size": 256000, "hidden_size": 4608, "intermediate_size": 36864, "num_hidden_layers": 46,
+    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "query_pre_attn_scalar": 144,
+    "max_position_embeddings": 8192, "sliding_window": 4096, "hidden_act": "gelu_pytorch_tanh"})");
+  const ModelSpec s = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_EQ(s.arch, "gemma2");
+  EXPECT_EQ(s.sliding_window, 4096);
+  EXPECT_EQ(s.swa_period, 2);
+  EXPECT_TRUE(s.layer_windowed(0));
+  EXPECT_FALSE(s.layer_windowed(1));
+  EXPECT_FLOAT_EQ(s.attn_softcap, 50);
+  EXPECT_FLOAT_EQ(s.final_softcap, 30);
+  EXPECT_FLOAT_EQ(s.query_scale(), 1.0f / 12);
+  EXPECT_FLOAT_EQ(s.rope_theta, 1e4f);
+  j["attn_logit_softcapping"] = nullptr, j["final_logit_softcapping"] = nullptr;
+  const ModelSpec none = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_EQ(none.attn_softcap, 0);
+  EXPECT_EQ(none.final_softcap, 0);
 }
 
 // YaRN's fields as config.json names them (Qwen2.5's long-context setting).

@@ -94,6 +94,24 @@ TEST(TokenizerHf, MetaspaceFirstPrefixesOnlyTheStart) {
   EXPECT_NE(show(every.encode("Hi<start_of_turn>user says", false, true)), show(want));  // there "user" gets the prefix
 }
 
+// A template in a file of its own: chat_template.jinja wins over
+// tokenizer_config.json's (as in transformers); a processor's
+// chat_template.json serves where there is no other.
+TEST(TokenizerHf, ReadsTheChatTemplateFiles) {
+  const TokenizerData data = load_tokenizer_data(GgufFile::open(test::smollm2_path()));
+  const std::string dir = test::temp_dir("tokenizer_hf_template_files");
+  write_tokenizer_hf(data, "{{ 'from tokenizer_config' }}", dir);
+  std::ofstream(dir + "/chat_template.json") << R"({"chat_template": "{{ 'from the processor' }}"})";
+  EXPECT_EQ(load_tokenizer_hf(dir).chat_template, "{{ 'from tokenizer_config' }}");
+  std::ofstream(dir + "/chat_template.jinja") << "{{ 'from the jinja file' }}\n";
+  EXPECT_EQ(load_tokenizer_hf(dir).chat_template, "{{ 'from the jinja file' }}\n");
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  std::filesystem::create_directories(dir + "/none");
+  write_tokenizer_hf(data, "", dir + "/none");
+  std::filesystem::copy_file(dir + "/chat_template.json", dir + "/none/chat_template.json");
+  EXPECT_EQ(load_tokenizer_hf(dir + "/none").chat_template, "{{ 'from the processor' }}");
+}
+
 // write_tokenizer_hf (what `basalt quantize` writes for a GGUF source) reads
 // back as the same tokenizer: the same ids on every reference string, for the
 // byte-level BPE SmolLM2 and the SentencePiece Gemma 3 vocabularies.
