@@ -38,9 +38,11 @@ if [ ! -f "$gen/done" ]; then
   small=(--vocab tiny --n-embd 32 --n-layer 1 --n-ff 64 --n-head 2 --n-head-kv 1)
   mm "$gen/small_q4_0.gguf" "${small[@]}" --type q4_0
   mm "$gen/small_f16.gguf" "${small[@]}" --type f16 --tied
+  mm "$gen/small_gemma3_f16.gguf" "${small[@]}" --arch gemma3 --type f16 --tied --window 4 --swa-period 2
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/llama_f16.gguf" "$gen/hf" >/dev/null
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/small_f16.gguf" "$gen/hf_small" >/dev/null
   "$py" "$root/tests/python/make_hf_folder.py" "$gen/small_f16.gguf" "$gen/hf_shards" --shards 2 >/dev/null
+  "$py" "$root/tests/python/make_hf_folder.py" "$gen/small_gemma3_f16.gguf" "$gen/hf_gemma3" --multimodal new >/dev/null
   "$py" "$root/tests/python/make_gptq.py" "$gen/hf_small" "$gen/gptq_act_asym" --group-size 32 --act-order --asym >/dev/null
   "$py" "$root/tests/python/make_gptq.py" "$gen/hf_small" "$gen/gptq8_qc" --bits 8 --group-size -1 \
     --config-in quantize_config --format gptq_v2 >/dev/null
@@ -55,9 +57,10 @@ seed() {  # seed TARGET: make TARGET's seed folder unless it exists
     safetensors) cp "$gen/hf/model.safetensors" "$gen/hf_shards/"*.safetensors "$d/"
       cp "$gen/gptq_act_asym/model.safetensors" "$d/gptq.safetensors" ;;
     hf_config) cp "$gen"/hf/*config*.json "$d/"  # config.json, generation_ and tokenizer_config.json
-      cp "$gen/gptq_act_asym/config.json" "$d/gptq_config.json"; cp "$gen/gptq8_qc/quantize_config.json" "$d/" ;;
+      cp "$gen/gptq_act_asym/config.json" "$d/gptq_config.json"; cp "$gen/gptq8_qc/quantize_config.json" "$d/"
+      cp "$gen/hf_gemma3/config.json" "$d/gemma3_multimodal_config.json" ;;
     hf_folder)  # each folder packed as the target reads it: "\n#FILE name\n" + bytes per file
-      for f in hf_small hf_shards gptq_act_asym gptq8_qc; do
+      for f in hf_small hf_shards gptq_act_asym gptq8_qc hf_gemma3; do
         "$py" -c 'import sys, pathlib
 out = sys.stdout.buffer
 for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
