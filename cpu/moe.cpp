@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/util/thread_pool.h"
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 
@@ -29,6 +30,8 @@ void route_top_k(const float* logits, int64_t n_expert, int64_t k, int32_t* ids,
 }
 
 namespace {
+
+constexpr int64_t kRowsWork = 8192;  // values a thread's share of a row loop holds at least
 
 // x [n][w] in the order perm gives (GPTQ act-order; nullptr: as it is), and its
 // int8 form when the weight wants one.
@@ -78,10 +81,14 @@ void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d
         }
     const int64_t ne = static_cast<int64_t>(s.tokens.size());
     if (ne == 0) continue;
-    for (int64_t i = 0; i < ne; ++i) std::copy_n(x + s.tokens[i] * d, d, s.xe.data() + i * d);
-    if (s.observer) s.observer(e, 0, s.xe.data(), ne);
     const int32_t *gate_perm = m.gate->perm_of(e), *up_perm = m.up->perm_of(e), *down_perm = m.down->perm_of(e);
     const bool same_order = gate_perm == nullptr ? up_perm == nullptr : up_perm && std::equal(gate_perm, gate_perm + d, up_perm);
+    // The float rows, where something reads them: int8 experts in the model's order take the router's int8 rows.
+    if (!q_experts || gate_perm || up_perm || s.observer)
+      parallel_for(ne, std::max<int64_t>(1, kRowsWork / d), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) std::copy_n(x + s.tokens[i] * d, d, s.xe.data() + i * d);
+      });
+    if (s.observer) s.observer(e, 0, s.xe.data(), ne);
     const QuantizedActs* xq = nullptr;
     // In the model's column order, the router's int8 rows are this expert's too.
     const float* xg = gather(s.xe.data(), ne, d, gate_perm, s.xp, s.hq, q_experts && gate_perm, &xq);
@@ -95,11 +102,14 @@ void moe_ffn(const MoeWeights& m, const float* x, float* y, int64_t n, int64_t d
     const QuantizedActs* hq = q_down ? &s.hq : nullptr;
     const float* h = down_perm ? gather(s.gate.data(), ne, F, down_perm, s.xp, s.hq, q_down, &hq) : s.gate.data();
     matmul({m.down, h, hq, ne, s.ye.data(), d, e * d, (e + 1) * d});
-    for (int64_t i = 0; i < ne; ++i) {
-      float* yt = y + s.tokens[i] * d;
-      const float* ye = s.ye.data() + i * d;
-      for (int64_t j = 0; j < d; ++j) yt[j] += s.weights[i] * ye[j];
-    }
+    // Each token once per expert: the rows are the threads' to share.
+    parallel_for(ne, std::max<int64_t>(1, kRowsWork / d), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* yt = y + s.tokens[i] * d;
+        const float* ye = s.ye.data() + i * d;
+        for (int64_t j = 0; j < d; ++j) yt[j] += s.weights[i] * ye[j];
+      }
+    });
   }
 }
 
