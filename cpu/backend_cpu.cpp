@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "cpu/backend_cpu.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "core/graph/op_params.h"
 #include "core/util/threads.h"
 #include "core/model/model.h"
+#include "core/util/thread_pool.h"
 #include "cpu/matmul.h"
 #include "cpu/moe.h"
 #include "cpu/ops.h"
@@ -33,6 +35,7 @@ class CpuBackend final : public Backend {
   void begin_batch(RunContext& ctx) override {
     quantized_.resize(ctx.graph->tensors.size());
     for (auto& q : quantized_) q.valid = false;
+    permuted_from_ = -1;
     if (wanted_.empty()) {  // the tensors that qa matmuls read: made in int8 form by the op that writes them
       wanted_.assign(ctx.graph->tensors.size(), false);
       for (const Node& n : ctx.graph->nodes)
@@ -47,6 +50,7 @@ class CpuBackend final : public Backend {
     // The int8 form of out, made by a fused op below, or left to the first matmul that needs it.
     CachedActs& out_q = quantized_[static_cast<size_t>(n.out)];
     out_q.valid = false;
+    if (n.out == permuted_from_) permuted_from_ = -1;
     QuantizedActs* fused_q = wanted_[static_cast<size_t>(n.out)] ? &out_q.acts : nullptr;
     const float* in0 = n.in[0] >= 0 ? ctx.buf(n.in[0]) : nullptr;
     switch (n.op) {
@@ -68,11 +72,8 @@ class CpuBackend final : public Backend {
         const float* x = in0;
         const QuantizedActs* xq = nullptr;
         if (!w.input_perm.empty()) {  // GPTQ act-order: the inputs in the order of the weight's columns
-          permuted_.resize(static_cast<size_t>(rows * w.cols));
-          for (int64_t t = 0; t < rows; ++t)
-            for (int64_t k = 0; k < w.cols; ++k) permuted_[t * w.cols + k] = in0[t * w.cols + w.input_perm[k]];
-          x = permuted_.data();
-          if (w.format == WeightFormat::qa) quantize_activations(x, rows, w.cols, permuted_q_), xq = &permuted_q_;
+          x = permuted(n.in[0], in0, rows, w);
+          if (w.format == WeightFormat::qa) xq = &permuted_q_;
         } else if (w.format == WeightFormat::qa) {
           xq = &quantized(n.in[0], ctx);
         }
@@ -115,6 +116,7 @@ class CpuBackend final : public Backend {
 
   void invalidate(int tensor) override {
     if (static_cast<size_t>(tensor) < quantized_.size()) quantized_[static_cast<size_t>(tensor)].valid = false;
+    if (tensor == permuted_from_) permuted_from_ = -1;
   }
 
  private:
@@ -132,11 +134,33 @@ class CpuBackend final : public Backend {
     return c.acts;
   }
 
+  // Tensor `tensor` (x, rows x w.cols) in the order of w's columns, and its int8 form where w
+  // wants one: made once for the matmuls that read the same tensor in the same order (an
+  // act-order checkpoint's Q, K and V share their order, as do gate and up).
+  const float* permuted(int tensor, const float* x, int64_t rows, const Weight& w) {
+    const std::vector<int32_t>& perm = w.input_perm;
+    const bool same = permuted_from_ == tensor && permuted_order_ == perm && (w.format != WeightFormat::qa || permuted_q_valid_);
+    if (same) return permuted_.data();
+    const int64_t cols = w.cols;
+    permuted_.resize(static_cast<size_t>(rows * cols));
+    parallel_for(rows, std::max<int64_t>(1, 8192 / cols), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t k = 0; k < cols; ++k) permuted_[static_cast<size_t>(t * cols + k)] = x[t * cols + perm[static_cast<size_t>(k)]];
+    });
+    permuted_q_valid_ = w.format == WeightFormat::qa;
+    if (permuted_q_valid_) quantize_activations(permuted_.data(), rows, cols, permuted_q_);
+    permuted_from_ = tensor, permuted_order_ = perm;
+    return permuted_.data();
+  }
+
   const Model& model_;
   std::vector<CachedActs> quantized_;
   std::vector<bool> wanted_;  // per tensor: read by a qa matmul
   std::vector<float> permuted_;  // a matmul's input reordered (Weight::input_perm), and its int8 form
   QuantizedActs permuted_q_;
+  int permuted_from_ = -1;  // the tensor they hold (-1: none, or written since)
+  std::vector<int32_t> permuted_order_;
+  bool permuted_q_valid_ = false;
   cpu::MoeScratch moe_scratch_;
 };
 

@@ -47,6 +47,11 @@ CASES = {
                                           ["--bits", "4", "--group-size", "64", "--act-order", "--config-in", "quant_config"]),
     "q4_g128_act_order_asym_v2": (["--arch", "llama", "--type", "f32"],
                                   ["--bits", "4", "--group-size", "128", "--act-order", "--asym", "--format", "gptq_v2"]),
+    # as GPTQ tools write act-order: Q, K, V in one order, gate and up in one (the engine reorders their input once)
+    "q4_g64_act_order_shared_sym": (["--arch", "llama", "--type", "f32"],
+                                    ["--bits", "4", "--group-size", "64", "--act-order", "--shared-order"]),
+    "mixtral_q4_g64_act_order_shared_asym": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"],
+                                             ["--bits", "4", "--group-size", "64", "--act-order", "--shared-order", "--asym"]),
     "q4_per_row_sym_v2_lm_head": (["--arch", "llama", "--type", "f32"],
                                   ["--bits", "4", "--group-size", "-1", "--format", "gptq_v2", "--lm-head"]),
     "q4_sym_v2_labelled_gptq": (["--arch", "llama", "--type", "f32"],

@@ -4,7 +4,7 @@
 
     make_gptq.py HF_DIR OUT_DIR [--bits 4|8] [--group-size N|-1] [--act-order]
                  [--asym] [--format gptq|gptq_v2] [--label gptq|gptq_v2]
-                 [--config-in config|quantize_config|quant_config] [--lm-head] [--seed S]
+                 [--config-in config|quantize_config|quant_config] [--lm-head] [--shared-order] [--seed S]
 
 Every linear layer of the decoder (q/k/v/o, gate/up/down or each Mixtral
 expert's w1/w2/w3; lm_head with --lm-head) is quantized with round-to-nearest per group (GPTQ's quantizer:
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -66,12 +67,13 @@ def pack(values: np.ndarray, bits: int, axis: int) -> np.ndarray:
 
 
 def quantize(w: np.ndarray, bits: int, group_size: int, act_order: bool, sym: bool, v2: bool,
-             rng: np.random.Generator) -> dict[str, np.ndarray]:
+             rng: np.random.Generator, order: np.ndarray | None = None) -> dict[str, np.ndarray]:
     n_out, n_in = w.shape
     gs = n_in if group_size == -1 else group_size
     n_groups = -(-n_in // gs)
     maxq = (1 << bits) - 1
-    order = rng.permutation(n_in) if act_order else np.arange(n_in)
+    if order is None:
+        order = rng.permutation(n_in) if act_order else np.arange(n_in)
     g_idx = np.empty(n_in, np.int32)
     g_idx[order] = np.arange(n_in) // gs  # the k-th input quantized goes to group k // gs
     scales = np.zeros((n_groups, n_out), np.float16)
@@ -100,6 +102,8 @@ def main() -> int:
     p.add_argument("--bits", type=int, choices=[4, 8], default=4)
     p.add_argument("--group-size", type=int, default=128)
     p.add_argument("--act-order", action="store_true")
+    p.add_argument("--shared-order", action="store_true",
+                   help="with --act-order: the layers that read one input (Q, K, V; gate, up) share its order, as GPTQ's do")
     p.add_argument("--asym", action="store_true")
     p.add_argument("--format", choices=["gptq", "gptq_v2"], default="gptq")
     p.add_argument("--label", choices=["gptq", "gptq_v2"], help="checkpoint_format written (default: --format)")
@@ -124,12 +128,18 @@ def main() -> int:
     if a.lm_head and "lm_head.weight" in tensors:
         prefixes.append("lm_head")
     written = []
+    orders = {}  # --shared-order: one act-order order per input, as GPTQ's (from the same Hessian)
     for name, (x, dtype) in tensors.items():
         prefix = name.removesuffix(".weight")
         if prefix not in prefixes:
             written.append((name, x, dtype))
             continue
-        for part, v in quantize(x, a.bits, a.group_size, a.act_order, not a.asym, a.format == "gptq_v2", rng).items():
+        order = None
+        if a.act_order and a.shared_order:
+            reads = re.sub(r"\.(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj|w[13])$",
+                           lambda m: ".attention input" if m[1].startswith("self_attn") else ".ffn input", prefix)
+            order = orders.setdefault(reads, rng.permutation(x.shape[1]))
+        for part, v in quantize(x, a.bits, a.group_size, a.act_order, not a.asym, a.format == "gptq_v2", rng, order).items():
             written.append((f"{prefix}.{part}", v, "F16" if part == "scales" else "I32"))
     write_safetensors(out / "model.safetensors", written)
     qc = {"bits": a.bits, "group_size": a.group_size, "desc_act": a.act_order, "sym": not a.asym,
