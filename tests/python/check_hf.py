@@ -42,6 +42,8 @@ CASES = {
     "gemma2_f32": (["--arch", "gemma2", "--type", "f32", "--n-layer", "4", "--tied", "--window", "8",
                     "--attn-softcap", "2", "--final-softcap", "3"], []),
     "gemma3_f32": ([*_GEMMA3, "--type", "f32"], []),
+    # head_dim not n_embd / n_head (the real ones: 256 on 640 with 4 heads)
+    "gemma3_f32_head_dim_32": ([*_GEMMA3, "--type", "f32", "--head-dim", "32"], []),
     "gemma3_bf16_layer_types_sharded": ([*_GEMMA3, "--type", "bf16"], ["--layer-types", "--shards", "2"]),
     # Gemma3ForConditionalGeneration: the text model's keys and tensors where transformers puts them.
     "gemma3_f32_multimodal_old": ([*_GEMMA3, "--type", "f32"], ["--multimodal", "old"]),
