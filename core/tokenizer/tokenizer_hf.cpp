@@ -154,13 +154,17 @@ bool spm_space_prefix(const json& normalizer, const json& pre, const std::string
     else if (replace_space(n)) replaced = true;
     else throw Error(where + ": SentencePiece-style normalizer not supported: " + n.dump() + " (supported: Prepend and Replace of U+2581)");
   }
+  // Gemma's Split(" ") after a normalizer that left no space to split at (newer transformers write it).
+  const bool split_nothing = replaced && is_type(pre, "Split") && pre.contains("pattern") && pre["pattern"].is_object() &&
+                             pre["pattern"].value("String", "") == " " && !pre.value("invert", false);
   if (is_type(pre, "Metaspace") && pre.value("replacement", "") == space && !pre.value("split", false)) {
     replaced = true;
     const std::string scheme = pre.value("prepend_scheme", std::string("always"));
     prefix = scheme != "never" && pre.value("add_prefix_space", true);
     first_only = scheme == "first";
-  } else if (!pre.is_null()) {
-    throw Error(where + ": SentencePiece-style pre-tokenizer not supported: " + pre.dump() + " (supported: Metaspace without split)");
+  } else if (!pre.is_null() && !split_nothing) {
+    throw Error(where + ": SentencePiece-style pre-tokenizer not supported: " + pre.dump() +
+                " (supported: Metaspace without split, Split(\" \") after the Replace normalizer)");
   }
   if (!replaced) throw Error(where + ": byte-fallback BPE without spaces mapped to U+2581 is not supported");
   return prefix;

@@ -3,6 +3,7 @@
 """Write an HF model folder holding the same model as a GGUF file.
 
     make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME] [--space-prefix B] [--add-bos B] [--metaspace]
+                      [--split-spaces]
                       [--sliding-window W [--global-every N]] [--layer-types] [--multimodal old|new]
 
 The GGUF must have dense tensors (F32, F16, BF16), e.g. one written by
@@ -19,7 +20,7 @@ model.language_model. (new), and a vision tower tensor beside them.
 basalt must give the same logits and token ids for both (tests/python/check_hf.py).
 --vocab-only writes just the tokenizer files (for the real SmolLM2 and Gemma 3
 vocabularies); --pre gives a byte-level BPE one another pre-tokenizer, and
---space-prefix / --add-bos / --metaspace a SentencePiece one other settings
+--space-prefix / --add-bos / --metaspace / --split-spaces a SentencePiece one other settings
 (the tokenizer reference files do too).
 """
 from __future__ import annotations
@@ -117,9 +118,12 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
     return [[a, b] for _, a, b in merges]
 
 
-def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool) -> dict:
+def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool,
+                  split_spaces: bool = False) -> dict:
     """tokenizer.json for a SentencePiece vocabulary, as transformers converts Llama 2 / Gemma ones:
-    BPE with byte fallback, spaces as U+2581 by a normalizer (or, newer, the Metaspace pre-tokenizer)."""
+    BPE with byte fallback, spaces as U+2581 by a normalizer (or, newer, the Metaspace pre-tokenizer).
+    split_spaces: the Split(" ", merged_with_previous) pre-tokenizer newer transformers give Gemma's
+    (after the normalizer there is no space left to split at)."""
     scores = field(r, "tokenizer.ggml.scores")
     unk = field(r, "tokenizer.ggml.unknown_token_id")
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
@@ -130,7 +134,7 @@ def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int]
     else:
         replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}
         normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPACE}, replace]} if space_prefix else replace
-        pre = None
+        pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False} if split_spaces else None
     decoder = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
     if space_prefix:
         decoder.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
@@ -144,9 +148,9 @@ def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int]
 
 
 def write_tokenizer(r: gguf.GGUFReader | dict, out: Path, pre: str | None = None, space_prefix: bool | None = None,
-                    add_bos: bool | None = None, metaspace: bool = False) -> None:
+                    add_bos: bool | None = None, metaspace: bool = False, split_spaces: bool = False) -> None:
     if field(r, "tokenizer.ggml.model") == "llama":
-        write_spm_tokenizer(r, out, space_prefix, add_bos, metaspace)
+        write_spm_tokenizer(r, out, space_prefix, add_bos, metaspace, split_spaces)
         return
     if field(r, "tokenizer.ggml.model") != "gpt2":
         raise SystemExit("only byte-level BPE (gpt2) and SentencePiece (llama) vocabularies can be written")
@@ -185,12 +189,14 @@ def write_tokenizer_configs(r: gguf.GGUFReader | dict, out: Path, tokens: list[s
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
 
 
-def write_spm_tokenizer(r: gguf.GGUFReader | dict, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool) -> None:
+def write_spm_tokenizer(r: gguf.GGUFReader | dict, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool,
+                        split_spaces: bool) -> None:
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type", [1] * len(tokens))
     space_prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True)) if space_prefix is None else space_prefix
     add_bos = bool(field(r, "tokenizer.ggml.add_bos_token", True)) if add_bos is None else add_bos
-    (out / "tokenizer.json").write_text(json.dumps(spm_tokenizer(r, tokens, types, space_prefix, metaspace), ensure_ascii=False))
+    (out / "tokenizer.json").write_text(json.dumps(spm_tokenizer(r, tokens, types, space_prefix, metaspace, split_spaces),
+                                                   ensure_ascii=False))
     write_tokenizer_configs(r, out, tokens, {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": add_bos,
                                              "add_eos_token": False})
 
@@ -249,6 +255,8 @@ def main() -> int:
     p.add_argument("--space-prefix", choices=["true", "false"], help="SentencePiece: U+2581 before the text (default: the GGUF's)")
     p.add_argument("--add-bos", choices=["true", "false"], help="SentencePiece: add BOS (default: the GGUF's)")
     p.add_argument("--metaspace", action="store_true", help="SentencePiece: the Metaspace pre-tokenizer, not a normalizer")
+    p.add_argument("--split-spaces", action="store_true",
+                   help="SentencePiece: Gemma's Split(\" \", merged_with_previous) pre-tokenizer after the normalizer")
     p.add_argument("--sliding-window", type=int, default=0,
                    help="a Mistral config whose layers attend to their last N positions")
     p.add_argument("--global-every", type=int, default=0,
@@ -261,10 +269,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     flag = lambda v: None if v is None else v == "true"
     if a.vocab_only:
-        write_tokenizer(tokenizer_fields(a.gguf), out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
+        write_tokenizer(tokenizer_fields(a.gguf), out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace, a.split_spaces)
         return 0
     r = gguf.GGUFReader(a.gguf)
-    write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace)
+    write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace, a.split_spaces)
 
     arch = field(r, "general.architecture")
     k = lambda key, default=None: field(r, f"{arch}.{key}", default)

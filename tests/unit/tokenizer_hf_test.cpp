@@ -32,9 +32,12 @@ std::string show(const std::vector<int32_t>& ids) {
 
 class TokenizerHfRefTest : public testing::TestWithParam<std::string> {};
 
+// A parameter is a reference file's name, and "+split" for Gemma's Split(" ")
+// pre-tokenizer (make_hf_folder.py --split-spaces).
 TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
-  std::ifstream in(test::data_path("tokenizer/" + GetParam() + ".json"));
-  ASSERT_TRUE(in) << "tests/data/tokenizer/" << GetParam() << ".json";
+  const std::string param = GetParam(), ref = param.substr(0, param.find('+'));
+  std::ifstream in(test::data_path("tokenizer/" + ref + ".json"));
+  ASSERT_TRUE(in) << "tests/data/tokenizer/" << ref << ".json";
   const nlohmann::json refs = nlohmann::json::parse(in);
   const nlohmann::json& over = refs["overrides"];
   const bool gemma = refs.value("base", "") == "gemma3";
@@ -44,8 +47,9 @@ TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
     if (over.contains("add_space_prefix"))
       options += std::string(" --space-prefix ") + (over["add_space_prefix"].get<bool>() ? "true" : "false");
     if (over.contains("add_bos")) options += std::string(" --add-bos ") + (over["add_bos"].get<bool>() ? "true" : "false");
+    if (param.ends_with("+split")) options += " --split-spaces";
   }
-  const std::string dir = test::temp_dir("tokenizer_hf_" + GetParam());
+  const std::string dir = test::temp_dir("tokenizer_hf_" + ref + (param.ends_with("+split") ? "_split" : ""));
   ASSERT_EQ(test::run_command(std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/make_hf_folder.py " +
                               (gemma ? test::gemma3_path() : test::smollm2_path()) + " " + dir + " --vocab-only" + options),
             0);
@@ -67,7 +71,7 @@ TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(PreTokenizers, TokenizerHfRefTest,
                          testing::Values("smollm2", "smollm2_gpt2", "smollm2_llama_bpe", "smollm2_qwen2", "gemma3",
-                                         "gemma3_space_prefix"));
+                                         "gemma3_space_prefix", "gemma3+split"));
 
 // Metaspace with prepend_scheme "first" (Mistral, newer Llama conversions):
 // U+2581 before the text's start only, not after each added token as the
