@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/models/arch.h"
+#include "core/models/blocks.h"
 #include "core/util/json_text.h"
 #include "core/util/mapped_file.h"
 
@@ -113,10 +114,10 @@ void read_sliding_window(const json& j, const HfConfig& c, const std::string& wh
   throw Error(where + ": this pattern of sliding-window layers is not supported (all of them, or all but every Nth)");
 }
 
-// config.json's rope_scaling: linear, yarn or llama3 (and "default": none).
-void read_rope_scaling(const json& r, const std::string& where, ModelSpec& s) {
-  if (!r.is_object()) throw Error(where + ": rope_scaling must be an object");
-  const std::string at = where + ": rope_scaling";
+// config.json's rope_scaling (at: where it is, for messages): linear, yarn or
+// llama3 (and "default": none).
+void read_rope_scaling(const json& r, const std::string& at, ModelSpec& s) {
+  if (!r.is_object()) throw Error(at + " must be an object");
   const HfConfig c(r, at);
   const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
   const std::string t = type.is_string() ? type.get<std::string>() : "";
@@ -145,6 +146,35 @@ void read_rope_scaling(const json& r, const std::string& where, ModelSpec& s) {
     if (!(low > 0 && high > low)) throw Error(at + ": llama3 needs 0 < low_freq_factor < high_freq_factor");
     s.rope_freq_factors = llama3_factors(s, factor, low, high, original);
   }
+}
+
+// transformers 5 writes RoPE as rope_parameters: rope_theta and the scaling in
+// one object, or one per layer type (Gemma 3: {"full_attention": ...,
+// "sliding_attention": ...}, the local layers' base their own). Read after
+// rope_theta and rope_scaling, which it replaces.
+void read_rope_parameters(const json& r, const std::string& where, const ArchDescriptor& a, ModelSpec& s) {
+  const std::string at = where + ": rope_parameters";
+  if (!r.is_object()) throw Error(at + " must be an object");
+  auto read = [&](const json& p, const std::string& p_at) {
+    if (!p.is_object()) throw Error(p_at + " must be an object");
+    const HfConfig c(p, p_at);
+    s.rope_theta = static_cast<float>(c.get_float("rope_theta", s.rope_theta));
+    if (c.has("rope_type") || c.has("type")) read_rope_scaling(p, p_at, s);
+  };
+  if (!r.contains("full_attention") && !r.contains("sliding_attention")) return read(r, at);
+  if (r.contains("full_attention")) read(r["full_attention"], at + ".full_attention");
+  if (!r.contains("sliding_attention")) return;
+  const json& local = r["sliding_attention"];
+  const std::string local_at = at + ".sliding_attention";
+  if (!local.is_object()) throw Error(local_at + " must be an object");
+  const HfConfig c(local, local_at);
+  const std::string type = c.get_string("rope_type", "default");
+  if (type != "default") throw Error(local_at + ": rope_type " + type + " is not supported (the local layers' RoPE is unscaled)");
+  const auto theta = static_cast<float>(c.get_float("rope_theta", s.rope_theta));
+  if (!(theta > 0)) throw Error(local_at + ": rope_theta must be positive");
+  if (theta != s.rope_theta && a.build_graph != build_gemma_graph)
+    throw Error(local_at + ": a RoPE base of the local layers' own is not supported for " + a.name);
+  s.rope_theta_swa = theta;
 }
 
 }  // namespace
@@ -198,7 +228,8 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& f
     s.n_expert = c.need_int("num_local_experts");
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where, s);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where + ": rope_scaling", s);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) read_rope_parameters(j["rope_parameters"], where, *a, s);
   read_sliding_window(j, c, where, *a, s);
   if (a->read_hf) a->read_hf(c, s);
   validate_spec(s, where);

@@ -87,7 +87,9 @@ void read_gemma3_gguf(const GgufFile& f, ModelSpec& s) {
 
 void read_gemma3_hf(const HfConfig& c, ModelSpec& s) {
   read_gemma_hf(c, s);
-  s.rope_theta_swa = static_cast<float>(c.get_float("rope_local_base_freq", 10000.0));
+  // transformers 5 names it in rope_parameters instead (read with the common keys), older ones here.
+  if (c.has("rope_local_base_freq") || s.rope_theta_swa <= 0)
+    s.rope_theta_swa = static_cast<float>(c.get_float("rope_local_base_freq", 10000.0));
   if (c.get_bool("use_bidirectional_attention", false))
     throw Error(c.where() + ": use_bidirectional_attention (an embedding model) is not supported: basalt runs causal models");
 }
@@ -103,7 +105,7 @@ void write_gemma3_hf(const ModelSpec& s, nlohmann::json& c) {
 constexpr const char* kGemma3TextDefaults = R"({"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
   "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
   "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
-  "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+  "rope_theta": 1000000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
   "final_logit_softcapping": null, "attn_logit_softcapping": null, "tie_word_embeddings": true})";
 
 }  // namespace

@@ -45,6 +45,10 @@ CASES = {
     # head_dim not n_embd / n_head (the real ones: 256 on 640 with 4 heads)
     "gemma3_f32_head_dim_32": ([*_GEMMA3, "--type", "f32", "--head-dim", "32"], []),
     "gemma3_bf16_layer_types_sharded": ([*_GEMMA3, "--type", "bf16"], ["--layer-types", "--shards", "2"]),
+    # RoPE as transformers 5 writes config.json (rope_parameters; Gemma 3's per layer type, its local base its own)
+    "llama_f32_rope_parameters": (["--arch", "llama", "--type", "f32", "--rope-theta", "500000", "--rope-scale-linear", "2"],
+                                  ["--rope-parameters"]),
+    "gemma3_f32_rope_parameters": ([*_GEMMA3, "--type", "f32", "--rope-theta-swa", "20000"], ["--rope-parameters"]),
     # Gemma3ForConditionalGeneration: the text model's keys and tensors where transformers puts them.
     "gemma3_f32_multimodal_old": ([*_GEMMA3, "--type", "f32"], ["--multimodal", "old"]),
     "gemma3_f16_multimodal_new": ([*_GEMMA3, "--type", "f16"], ["--multimodal", "new", "--shards", "2"]),

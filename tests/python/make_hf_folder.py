@@ -4,7 +4,7 @@
 
     make_hf_folder.py MODEL.gguf OUT_DIR [--shards N] [--vocab-only] [--pre NAME] [--space-prefix B] [--add-bos B] [--metaspace]
                       [--split-spaces]
-                      [--sliding-window W [--global-every N]] [--layer-types] [--multimodal old|new]
+                      [--sliding-window W [--global-every N]] [--layer-types] [--multimodal old|new] [--rope-parameters]
 
 The GGUF must have dense tensors (F32, F16, BF16), e.g. one written by
 make_model.py. The folder gets config.json, model.safetensors (or N shards
@@ -264,6 +264,8 @@ def main() -> int:
     p.add_argument("--layer-types", action="store_true",
                    help="Gemma 3: name each layer's attention (layer_types) instead of sliding_window_pattern")
     p.add_argument("--multimodal", choices=["old", "new"], help="Gemma 3: as Gemma3ForConditionalGeneration")
+    p.add_argument("--rope-parameters", action="store_true",
+                   help="RoPE as transformers 5 writes it (rope_parameters, not rope_theta / rope_scaling)")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -318,6 +320,12 @@ def main() -> int:
         if a.global_every:
             config["layer_types"] = ["full_attention" if (i + 1) % a.global_every == 0 else "sliding_attention"
                                      for i in range(n_layer)]
+    if a.rope_parameters:  # as transformers 5 writes it: RoPE in one object, per layer type where the bases differ
+        params = {"rope_type": "default", "rope_theta": config.pop("rope_theta")} | config.pop("rope_scaling", {})
+        if arch == "gemma3":
+            local = {"rope_type": "default", "rope_theta": config.pop("rope_local_base_freq")}
+            params = {"full_attention": params, "sliding_attention": local}
+        config["rope_parameters"] = params
     if a.multimodal:
         if arch != "gemma3":
             raise SystemExit("--multimodal: Gemma 3 only")

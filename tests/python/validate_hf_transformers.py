@@ -16,7 +16,8 @@ Each case writes a synthetic model (make_model.py) as an HF folder
 (eager attention: the soft-capping is there) and compares its logits for a
 sequence past the local layers' window with basalt-dump-logits' on the same
 folder (f32 attention kernels, the f16 KV cache): NMSE < 1e-6 and every
-argmax equal. check_hf.py ties the folders to the GGUF path and
+argmax equal; then the same with the folder as transformers saves it again
+(save_pretrained: transformers 5 writes rope_parameters, not rope_theta). check_hf.py ties the folders to the GGUF path and
 check_forward.py that to numpy; this ties the reading of config.json and the
 tensors' names and meanings (Gemma's norms as 1 + w, query_pre_attn_scalar,
 layer_types, rope_local_base_freq, soft-caps) to transformers itself.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,8 @@ _GEMMA3 = ["--arch", "gemma3", "--n-layer", "6", "--tied", "--window", "8", "--s
 CASES = {
     "llama_f32_gqa": (["--arch", "llama", "--type", "f32", "--n-head", "8", "--n-head-kv", "2", "--n-embd", "128"], []),
     "qwen2_f32_bias": (["--arch", "qwen2", "--type", "f32", "--rope-theta", "1000000"], []),
+    "llama_f32_theta500k_linear2": (["--arch", "llama", "--type", "f32", "--rope-theta", "500000", "--rope-scale-linear", "2"],
+                                    []),
     "mistral_f32_window8": (["--arch", "llama", "--type", "f32"], ["--sliding-window", "8"]),
     "mixtral_f32": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], []),
     "gemma2_f32": (["--arch", "gemma2", "--type", "f32", "--n-layer", "4", "--tied", "--window", "8",
@@ -48,6 +52,7 @@ CASES = {
     "gemma3_f32": ([*_GEMMA3, "--type", "f32"], []),
     "gemma3_f32_head_dim_32": ([*_GEMMA3, "--type", "f32", "--head-dim", "32"], []),
     "gemma3_f32_layer_types": ([*_GEMMA3, "--type", "f32"], ["--layer-types"]),
+    "gemma3_f32_local_base_20k": ([*_GEMMA3, "--type", "f32", "--rope-theta-swa", "20000"], []),
 }
 
 
@@ -73,18 +78,25 @@ def main() -> int:
             model.eval()
             with torch.no_grad():
                 ref = model(torch.tensor([TOKENS])).logits[0].float().numpy()
-            subprocess.run([a.dump_logits, str(t / "hf"), str(t / "l.f32"), *map(str, TOKENS)], check=True,
-                           capture_output=True, env={**os.environ, "BASALT_ATTENTION_BF16": "0"})
-            got = np.fromfile(t / "l.f32", dtype="<f4").reshape(len(TOKENS), -1)
-        if got.shape != ref.shape:
-            print(f"{name}: basalt gives {got.shape} logits, transformers {ref.shape}")
-            failures += 1
-            continue
-        nmse = float(np.sum((got - ref) ** 2) / np.sum(ref ** 2))
-        same = int(np.sum(got.argmax(1) == ref.argmax(1)))
-        good = nmse < 1e-6 and same == len(TOKENS) and bool(np.all(np.isfinite(got)))
-        failures += not good
-        print(f"{name:24} NMSE {nmse:.2e}  argmax {same}/{len(TOKENS)}  {'ok' if good else 'DIFFERENT'}", flush=True)
+            # The folder as written, and as this transformers saves it again (its own config.json
+            # keys: transformers 5 writes rope_parameters, layer_types, dtype).
+            model.save_pretrained(str(t / "saved"))
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(t / "hf" / f, t / "saved" / f)
+            for folder in ("hf", "saved"):
+                subprocess.run([a.dump_logits, str(t / folder), str(t / "l.f32"), *map(str, TOKENS)], check=True,
+                               capture_output=True, env={**os.environ, "BASALT_ATTENTION_BF16": "0"})
+                got = np.fromfile(t / "l.f32", dtype="<f4").reshape(len(TOKENS), -1)
+                label = f"{name} ({'as written' if folder == 'hf' else 'saved by transformers'})"
+                if got.shape != ref.shape:
+                    print(f"{label}: basalt gives {got.shape} logits, transformers {ref.shape}")
+                    failures += 1
+                    continue
+                nmse = float(np.sum((got - ref) ** 2) / np.sum(ref ** 2))
+                same = int(np.sum(got.argmax(1) == ref.argmax(1)))
+                good = nmse < 1e-6 and same == len(TOKENS) and bool(np.all(np.isfinite(got)))
+                failures += not good
+                print(f"{label:48} NMSE {nmse:.2e}  argmax {same}/{len(TOKENS)}  {'ok' if good else 'DIFFERENT'}", flush=True)
     print("PASS" if failures == 0 else f"FAIL ({failures})")
     return 0 if failures == 0 else 1
 

@@ -206,6 +206,57 @@ TEST(HfConfig, ReadsGemma2) {
   EXPECT_EQ(none.final_softcap, 0);
 }
 
+// transformers 5 writes rope_parameters in place of rope_theta and
+// rope_scaling (these objects are what its save_pretrained wrote): one object,
+// or one per layer type with Gemma 3's two bases.
+TEST(HfConfig, ReadsRopeParameters) {
+  auto j = llama();
+  j.erase("rope_theta");
+  j["rope_parameters"] = nlohmann::json::parse(R"({"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192, "rope_theta": 500000.0, "rope_type": "llama3"})");
+  j["max_position_embeddings"] = 131072;
+  const ModelSpec l = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_FLOAT_EQ(l.rope_theta, 500000.0f);
+  ASSERT_EQ(l.rope_freq_factors.size(), 32u);
+  EXPECT_FLOAT_EQ(l.rope_freq_factors.back(), 8.0f);
+  EXPECT_FLOAT_EQ(l.rope_freq_factors.front(), 1.0f);
+  j["rope_parameters"] = nlohmann::json::parse(R"({"factor": 4.0, "original_max_position_embeddings": 32768,
+    "rope_theta": 1000000.0, "rope_type": "yarn"})");
+  const ModelSpec y = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_FLOAT_EQ(y.rope_theta, 1e6f);
+  EXPECT_EQ(y.yarn_orig_ctx, 32768);
+  EXPECT_FLOAT_EQ(y.rope_freq_scale, 0.25f);
+  j["rope_parameters"] = {{"rope_theta", 250000.0}, {"rope_type", "default"}};
+  EXPECT_FLOAT_EQ(spec_from_hf_config_text(j.dump(), "config.json").rope_theta, 250000.0f);
+
+  // Gemma 3 (4B and up): the global layers' base scaled, the local layers' own.
+  auto g = nlohmann::json::parse(R"({"architectures": ["Gemma3ForCausalLM"], "hidden_size": 2560, "intermediate_size": 10240,
+    "num_hidden_layers": 34, "sliding_window": 1024, "rope_parameters": {
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})");
+  const ModelSpec gs = spec_from_hf_config_text(g.dump(), "config.json");
+  EXPECT_FLOAT_EQ(gs.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(gs.rope_freq_scale, 0.125f);
+  EXPECT_FLOAT_EQ(gs.rope_theta_swa, 1e4f);
+  g["rope_parameters"]["sliding_attention"]["rope_theta"] = 20000.0;
+  EXPECT_FLOAT_EQ(spec_from_hf_config_text(g.dump(), "config.json").rope_theta_swa, 2e4f);
+  g["rope_local_base_freq"] = 30000.0;  // both forms: the older key, written beside, wins
+  EXPECT_FLOAT_EQ(spec_from_hf_config_text(g.dump(), "config.json").rope_theta_swa, 3e4f);
+
+  // A local base of its own where the graph has none; scaled local layers; bad types.
+  auto m = llama();
+  m["architectures"] = {"MistralForCausalLM"};
+  m["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}, {"sliding_attention", {{"rope_theta", 1e4}}}};
+  EXPECT_NE(error_of(m.dump()).find("local layers' own is not supported for llama"), std::string::npos) << error_of(m.dump());
+  g["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  EXPECT_NE(error_of(g.dump()).find("rope_parameters.sliding_attention: rope_type linear is not supported"), std::string::npos);
+  j["rope_parameters"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_NE(error_of(j.dump()).find("config.json: rope_parameters: type \"dynamic\" is not supported"), std::string::npos)
+      << error_of(j.dump());
+  j["rope_parameters"] = "fast";
+  EXPECT_NE(error_of(j.dump()).find("rope_parameters must be an object"), std::string::npos);
+}
+
 // YaRN's fields as config.json names them (Qwen2.5's long-context setting).
 TEST(HfConfig, ReadsYarn) {
   auto j = llama();
