@@ -21,7 +21,9 @@ argmax equal; then the same with the folder as transformers saves it again
 check_forward.py that to numpy; this ties the reading of config.json and the
 tensors' names and meanings (Gemma's norms as 1 + w, query_pre_attn_scalar,
 layer_types, rope_local_base_freq, soft-caps) to transformers itself.
-Multimodal classes are not run: transformers wants their vision towers.
+The multimodal Gemma 3 case is made by transformers itself: the text model in
+a Gemma3ForConditionalGeneration with a tiny vision tower, saved as
+transformers saves it (its names, its text_config), text-only input.
 """
 from __future__ import annotations
 
@@ -53,7 +55,23 @@ CASES = {
     "gemma3_f32_head_dim_32": ([*_GEMMA3, "--type", "f32", "--head-dim", "32"], []),
     "gemma3_f32_layer_types": ([*_GEMMA3, "--type", "f32"], ["--layer-types"]),
     "gemma3_f32_local_base_20k": ([*_GEMMA3, "--type", "f32", "--rope-theta-swa", "20000"], []),
+    "gemma3_f32_multimodal": ([*_GEMMA3, "--type", "f32"], []),  # see multimodal()
 }
+
+
+def multimodal(text_model):
+    """text_model inside a Gemma3ForConditionalGeneration with a tiny SigLIP tower (random, unused by text input)."""
+    import torch  # noqa: F401
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "image_size": 28, "patch_size": 14}
+    cfg = Gemma3Config(text_config=text_model.config.to_dict(), vision_config=vision, mm_tokens_per_image=4,
+                       image_token_index=500, boi_token_index=501, eoi_token_index=502)
+    cfg._attn_implementation = "eager"
+    mm = Gemma3ForConditionalGeneration(cfg).float().eval()
+    mm.model.language_model.load_state_dict(text_model.model.state_dict(), strict=True)
+    mm.tie_weights()
+    return mm
 
 
 def main() -> int:
@@ -76,6 +94,8 @@ def main() -> int:
                            check=True)
             model = AutoModelForCausalLM.from_pretrained(str(t / "hf"), dtype=torch.float32, attn_implementation="eager")
             model.eval()
+            if name.endswith("_multimodal"):
+                model = multimodal(model)
             with torch.no_grad():
                 ref = model(torch.tensor([TOKENS])).logits[0].float().numpy()
             # The folder as written, and as this transformers saves it again (its own config.json
@@ -83,7 +103,7 @@ def main() -> int:
             model.save_pretrained(str(t / "saved"))
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(t / "hf" / f, t / "saved" / f)
-            for folder in ("hf", "saved"):
+            for folder in ("saved",) if name.endswith("_multimodal") else ("hf", "saved"):
                 subprocess.run([a.dump_logits, str(t / folder), str(t / "l.f32"), *map(str, TOKENS)], check=True,
                                capture_output=True, env={**os.environ, "BASALT_ATTENTION_BF16": "0"})
                 got = np.fromfile(t / "l.f32", dtype="<f4").reshape(len(TOKENS), -1)
