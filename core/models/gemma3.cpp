@@ -94,10 +94,14 @@ void read_gemma3_hf(const HfConfig& c, ModelSpec& s) {
     throw Error(c.where() + ": use_bidirectional_attention (an embedding model) is not supported: basalt runs causal models");
 }
 
+// Both forms of the pattern: transformers before 4.53 reads sliding_window_pattern only.
 void write_gemma3_hf(const ModelSpec& s, nlohmann::json& c) {
   write_gemma_hf(s, c);
   c["rope_local_base_freq"] = static_cast<double>(s.rope_theta_swa > 0 ? s.rope_theta_swa : s.rope_theta);
   c["sliding_window_pattern"] = s.swa_period;
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t i = 0; i < s.n_layer; ++i) types.push_back(s.layer_windowed(i) ? "sliding_attention" : "full_attention");
+  c["layer_types"] = types;
 }
 
 // transformers' Gemma3TextConfig defaults: the multimodal configs' text_config
