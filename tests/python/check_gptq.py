@@ -69,6 +69,8 @@ CASES = {
     # Gemma 3 (a global layer every other one, window 8), text-only and as the multimodal class
     "gemma3_q4_g64_asym": (_GEMMA3, ["--bits", "4", "--group-size", "64", "--asym"]),
     "gemma3_multimodal_q4_g32_act_order_sym": (_GEMMA3, ["--bits", "4", "--group-size", "32", "--act-order"]),
+    "gemma2_q4_g64_asym_soft_caps": (["--arch", "gemma2", "--type", "f32", "--tied", "--window", "8", "--attn-softcap", "5",
+                                      "--final-softcap", "8"], ["--bits", "4", "--group-size", "64", "--asym"]),
 }
 # make_hf_folder.py options where a case needs some
 FOLDER_OPTIONS = {"gemma3_multimodal_q4_g32_act_order_sym": ["--multimodal", "new"]}

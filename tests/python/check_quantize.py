@@ -57,6 +57,9 @@ CASES = {
     # Gemma 3: Q/K and post norms (written as HF's w for the engine's 1 + w), local and global layers
     "gemma3_gptq8_g64": (_GEMMA3, "gguf", ["--bits", "8", "--group-size", "64"], 0.03),
     "gemma3_hf_gptq4_g64_asym": (_GEMMA3, "hf", ["--bits", "4", "--group-size", "64", "--asym"], None),
+    # Gemma 2: its soft-caps written back (small ones, so that they bend the logits)
+    "gemma2_gptq8_g64": (["--arch", "gemma2", "--type", "f32", "--tied", "--window", "16", "--attn-softcap", "5",
+                          "--final-softcap", "8"], "gguf", ["--bits", "8", "--group-size", "64"], 0.03),
     "errors": ([], "", [], None),
     "lossless_gptq4_sym_g32_vs_q4_0": ([], "", ["--bits", "4"], None),
     "lossless_gptq8_sym_g32_vs_q8_0": ([], "", ["--bits", "8"], None),
