@@ -72,10 +72,13 @@ def main() -> int:
             if maker == "gptqmodel":
                 subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "hf")], check=True)
                 cfg = QuantizeConfig(bits=bits, group_size=group, desc_act=act_order, sym=sym)
+                cwd = os.getcwd()
+                os.chdir(t)  # GPTQModel writes its logs/ into the working directory
                 q = GPTQModel.load(str(t / "hf"), cfg, device="cpu")
                 q.quantize(calibration(), batch_size=1)
                 q.save(str(t / "q"))
                 del q
+                os.chdir(cwd)
             else:
                 (t / "calib.txt").write_text("".join(calibration()))
                 options = ["--bits", str(bits), "--group-size", str(group), "--calib", str(t / "calib.txt"), "--samples", "6",
