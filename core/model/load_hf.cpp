@@ -44,6 +44,7 @@ class HfTensors {
     if (root_ == "language_model.model.") return "language_model." + name;
     return name;
   }
+  bool multimodal() const { return root_ != "model."; }
   // Whether a tensor of the file belongs to the text model (a multimodal one's vision tower does not).
   bool in_text_model(const std::string& file_tensor) const {
     return file_tensor.rfind(root_, 0) == 0 || file_tensor.rfind(file_name("lm_head"), 0) == 0;
@@ -216,7 +217,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     }
   }
   m->source_ = dir + " (HF safetensors, " + std::to_string(set.n_files()) + (set.n_files() == 1 ? " file" : " files") +
-               (gptq ? ", " + describe(*gptq, L.relabeled()) : "") + ")";
+               (gptq ? ", " + describe(*gptq, L.relabeled()) : "") + (L.multimodal() ? "; its text model only" : "") + ")";
   return m;
 }
 

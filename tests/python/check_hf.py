@@ -77,6 +77,13 @@ def main() -> int:
         n_vocab = int(config.get("text_config", config)["vocab_size"])
         ref = logits(a.dump_logits, t / "m.gguf", t / "gguf.f32", n_vocab)
         got = logits(a.dump_logits, t / "hf", t / "hf.f32", n_vocab)
+        info = subprocess.run([str(Path(a.dump_logits).parent / "basalt"), "info", str(t / "hf")], capture_output=True,
+                              text=True, check=True).stdout
+    # A multimodal checkpoint says that only its text model runs.
+    says_text_only = "its text model only" in info
+    if says_text_only != ("--multimodal" in folder_options):
+        print(f"basalt info's source line: {info.splitlines()[0]!r}")
+        return 1
     worst = float(np.max(np.abs(got - ref)))
     scale = float(np.max(np.abs(ref)))
     same_argmax = int(np.sum(got.argmax(1) == ref.argmax(1)))
