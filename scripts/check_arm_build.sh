@@ -10,10 +10,12 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build-arm}"
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
-if ! dpkg-query -W -f='${Status}' libpcre2-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+# The arm64 libraries the build links (cpp-httplib for `basalt serve`, with its OpenSSL, zlib and brotli).
+ARM_LIBS="libpcre2-dev:arm64 libcpp-httplib-dev:arm64"
+if ! dpkg-query -W -f='${Status}\n' $ARM_LIBS 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64
+    g++-aarch64-linux-gnu qemu-user $ARM_LIBS
 fi
 mkdir -p "$OUT"
 cat > "$OUT/aarch64.cmake" <<TOOLCHAIN
