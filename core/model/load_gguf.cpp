@@ -77,11 +77,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    l.attn_norm = L.floats(w(n.attn_norm, i), E);
-    l.ffn_norm = L.floats(w(n.ffn_norm, i), E);
-    if (!n.q_norm.empty()) l.q_norm = L.floats(w(n.q_norm, i), s.head_dim), l.k_norm = L.floats(w(n.k_norm, i), s.head_dim);
-    if (!n.attn_post_norm.empty())
-      l.attn_post_norm = L.floats(w(n.attn_post_norm, i), E), l.ffn_post_norm = L.floats(w(n.ffn_post_norm, i), E);
+    for (const LayerNorm& norm : layer_norms())
+      if (!(n.*norm.name).empty()) l.*norm.weights = L.floats(w(n.*norm.name, i), norm.per_head ? s.head_dim : E);
     l.wq = L.weight(w(n.q, i), {E, Q});
     l.wk = L.weight(w(n.k, i), {E, KV});
     l.wv = L.weight(w(n.v, i), {E, KV});

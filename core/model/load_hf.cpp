@@ -185,10 +185,8 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   m->layers_.resize(static_cast<size_t>(s.n_layer));
   for (int64_t i = 0; i < s.n_layer; ++i) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
-    l.attn_norm = norm(n.attn_norm, i, E);
-    l.ffn_norm = norm(n.ffn_norm, i, E);
-    if (!n.q_norm.empty()) l.q_norm = norm(n.q_norm, i, s.head_dim), l.k_norm = norm(n.k_norm, i, s.head_dim);
-    if (!n.attn_post_norm.empty()) l.attn_post_norm = norm(n.attn_post_norm, i, E), l.ffn_post_norm = norm(n.ffn_post_norm, i, E);
+    for (const LayerNorm& ln : layer_norms())
+      if (!(n.*ln.name).empty()) l.*ln.weights = norm(n.*ln.name, i, ln.per_head ? s.head_dim : E);
     l.wq = L.linear(name(n.q, i), Q, E, s.attn_bias);
     l.wk = L.linear(name(n.k, i), KV, E, s.attn_bias);
     l.wv = L.linear(name(n.v, i), KV, E, s.attn_bias);

@@ -19,6 +19,7 @@ namespace basalt {
 class GgufFile;
 class HfConfig;
 class Model;
+struct LayerWeights;
 
 // Where a model's tensors live in one file format, without the ".weight"
 // (".bias", ".qweight", ...) suffix; "{i}" stands for the block, "{e}" for
@@ -32,6 +33,15 @@ struct TensorNames {
   std::string q_norm, k_norm;                  // per head, before RoPE (Gemma 3)
   std::string attn_post_norm, ffn_post_norm;   // on the blocks' outputs, before the residual add (Gemma 3)
 };
+
+// A block's norm weights and where their names are: the loaders and the GPTQ
+// writer walk this table (an architecture without one has its name empty).
+struct LayerNorm {
+  std::string TensorNames::*name;
+  std::vector<float> LayerWeights::*weights;
+  bool per_head;  // head_dim values (Gemma 3's Q/K norms), else n_embd
+};
+const std::vector<LayerNorm>& layer_norms();
 
 // An HF config.json "architectures" class this architecture reads (and the
 // GPTQ checkpoint writer writes: the first whose moe and sliding_window fit).

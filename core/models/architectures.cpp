@@ -55,6 +55,18 @@ std::string supported_hf_class_names() {
   return s;
 }
 
+const std::vector<LayerNorm>& layer_norms() {
+  static const std::vector<LayerNorm> norms = {
+      {&TensorNames::attn_norm, &LayerWeights::attn_norm, false},
+      {&TensorNames::ffn_norm, &LayerWeights::ffn_norm, false},
+      {&TensorNames::q_norm, &LayerWeights::q_norm, true},
+      {&TensorNames::k_norm, &LayerWeights::k_norm, true},
+      {&TensorNames::attn_post_norm, &LayerWeights::attn_post_norm, false},
+      {&TensorNames::ffn_post_norm, &LayerWeights::ffn_post_norm, false},
+  };
+  return norms;
+}
+
 std::string tensor_name(const std::string& pattern, int64_t layer, int64_t expert, const std::string& suffix) {
   std::string s = pattern;
   if (size_t p = s.find("{i}"); p != std::string::npos) s.replace(p, 3, std::to_string(layer));

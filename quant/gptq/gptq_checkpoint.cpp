@@ -174,16 +174,8 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
   const std::vector<int32_t> k_rows = reorder ? rotate_half_rows(s.n_head_kv, s.head_dim) : std::vector<int32_t>{};
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const LayerWeights& l = model.layer(i);
-    t.norm(name(n.attn_norm, i, ".weight"), l.attn_norm, arch.hf_norm_offset);
-    t.norm(name(n.ffn_norm, i, ".weight"), l.ffn_norm, arch.hf_norm_offset);
-    if (!l.q_norm.empty()) {
-      t.norm(name(n.q_norm, i, ".weight"), l.q_norm, arch.hf_norm_offset);
-      t.norm(name(n.k_norm, i, ".weight"), l.k_norm, arch.hf_norm_offset);
-    }
-    if (!l.attn_post_norm.empty()) {
-      t.norm(name(n.attn_post_norm, i, ".weight"), l.attn_post_norm, arch.hf_norm_offset);
-      t.norm(name(n.ffn_post_norm, i, ".weight"), l.ffn_post_norm, arch.hf_norm_offset);
-    }
+    for (const LayerNorm& norm : layer_norms())
+      if (!(l.*norm.weights).empty()) t.norm(name(n.*norm.name, i, ".weight"), l.*norm.weights, arch.hf_norm_offset);
     for (const QuantizedLinear& q : layers[static_cast<size_t>(i)])
       t.gptq(q.name, q.packed, q.role == &TensorNames::q ? q_rows : q.role == &TensorNames::k ? k_rows : std::vector<int32_t>{});
     if (s.is_moe()) t.matrix(name(n.router, i, ".weight"), l.router);
