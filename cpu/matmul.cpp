@@ -25,11 +25,21 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
   return kernels::matmul_ref;
 }
 
+void prepare_activations(const MatmulArgs& a, Isa isa) {
+#if defined(BASALT_X86)
+  if (a.w->format == WeightFormat::qa && find_matmul_kernel(*a.w, isa) == kernels::matmul_qa_avx2(*a.w))
+    if (const int tokens = kernels::qa_avx2_pass_tokens(*a.w, a.n_tok)) a.xq->make_passes(tokens);
+#else
+  (void)a, (void)isa;
+#endif
+}
+
 void matmul(const MatmulArgs& a, Isa isa) {
   if (a.w->format == WeightFormat::qa && (!a.xq || a.xq->cols != a.w->cols || a.xq->n_tok < a.n_tok))
     throw Error("internal: matmul with " + a.w->name + " needs activations quantized to its width");
   if (onednn_wanted(*a.w, a.n_tok, isa) && onednn_matmul(a)) return;
   MatmulKernel k = find_matmul_kernel(*a.w, isa);
+  if (a.xq) prepare_activations(a, isa);
   const int64_t rows = a.r1 - a.r0;
   // One part per thread, row chunks a multiple of 16 so SIMD kernels can work
   // on whole tiles. Parts are claimed from the pool's counter and the kernels

@@ -268,6 +268,37 @@ TEST(Matmul, AmxRunsOfTokensMatchReference) {
   }
 }
 
+// Kernels may read the activations in another layout made from them and
+// kept with them (QuantizedActs::Passes): quantizing new values into the same
+// object, of the same size or not, must leave nothing of the old.
+TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
+  std::mt19937 rng(11);
+  const int64_t rows = 33, cols = 256;
+  int checked = 0;
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    Weight w = random_weight(f, rows, cols, rng);
+    QuantizedActs kept;
+    for (int64_t n_tok : {12, 12, 17, 3, 17}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      std::normal_distribution<float> nd(0, 1);
+      for (float& v : x) v = nd(rng);
+      QuantizedActs fresh;
+      quantize_activations(x.data(), n_tok, cols, fresh);
+      quantize_activations(x.data(), n_tok, cols, kept);
+      std::vector<float> want(static_cast<size_t>(n_tok * rows)), got(want.size());
+      matmul({&w, x.data(), &fresh, n_tok, want.data(), rows, 0, rows}, isa);
+      matmul({&w, x.data(), &kept, n_tok, got.data(), rows, 0, rows}, isa);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * want.size()))
+          << f.name << " " << isa_name(isa) << " tokens " << n_tok;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 // Threads share a call's rows and take over each other's (cpu/work_shares.h):
 // whoever computes a row, it must come out with the same bits as on one thread.
 TEST_P(MatmulIsa, SharedRowsGiveTheBitsOfOneThread) {
@@ -287,7 +318,9 @@ TEST_P(MatmulIsa, SharedRowsGiveTheBitsOfOneThread) {
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);
       std::vector<float> one(static_cast<size_t>(n_tok * rows)), got(one.size());
-      find_matmul_kernel(w, isa)({&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows});
+      const MatmulArgs all{&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows};
+      prepare_activations(all, isa);
+      find_matmul_kernel(w, isa)(all);
       for (int threads : {2, 3, 5}) {
         // Resized once per count: a pool made afresh for every call has its
         // workers still starting while the caller does the whole call alone.
