@@ -38,8 +38,8 @@ void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_
   }
 }
 
-void QuantizedActs::make_passes(int tokens) const {
-  if (passes.tokens == tokens) return;
+void QuantizedActs::make_passes(int tokens, int64_t n) const {
+  if (passes.tokens == tokens && passes.n == n) return;
   Passes& p = passes;
   p.q.resize(q.size());
   p.d.resize(d.size());
@@ -47,11 +47,11 @@ void QuantizedActs::make_passes(int tokens) const {
   p.sum16.resize(sum16.size());
   const int64_t nb = cols / 32, nd = stride / 32, ns = stride / 16;
   std::vector<int64_t> starts;
-  for (int64_t t0 = 0, n = pass_count(n_tok, tokens); t0 < n_tok; --n) {
+  for (int64_t t0 = 0, left = pass_count(n, tokens); t0 < n; --left) {
     starts.push_back(t0);
-    t0 += pass_tokens(n_tok - t0, n);
+    t0 += pass_tokens(n - t0, left);
   }
-  starts.push_back(n_tok);
+  starts.push_back(n);
   parallel_for(static_cast<int64_t>(starts.size()) - 1, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t k = p0; k < p1; ++k) {
       const int64_t t0 = starts[k], nt = starts[k + 1] - t0;
@@ -67,6 +67,7 @@ void QuantizedActs::make_passes(int tokens) const {
     }
   });
   p.tokens = tokens;
+  p.n = n;
 }
 
 }  // namespace basalt

@@ -27,23 +27,24 @@ struct QuantizedActs {
   // broadcast from memory, where making it from sum16 took five instructions.
   std::vector<int32_t> q6k_zero;
 
-  // The same values again, tokens in passes of at most `tokens`, each pass
-  // block by block: block b of token t0 + i at (b x nt + i) from the pass's
-  // start, which is where row t0 starts in the arrays above (q at t0 x stride,
-  // d at t0 x stride / 32, sum16 pairs at t0 x stride / 16). A register block
-  // of one pass then finds every token's inputs at constant offsets from one
+  // The first n tokens again, in passes of at most `tokens`, each pass block
+  // by block: block b of token t0 + i at (b x nt + i) from the pass's start,
+  // which is where row t0 starts in the arrays above (q at t0 x stride, d at
+  // t0 x stride / 32, sum16 pairs at t0 x stride / 16). A register block of
+  // one pass then finds every token's inputs at constant offsets from one
   // pointer; in rows it kept a pointer per token and array (the AVX2 kernel's
   // 16 registers: docs/PERFORMANCE.md 3.1h). Passes are of equal size
   // (pass_tokens()). Made by make_passes(), which matmul() calls before its
   // threads start (cpu/matmul.h: prepare_activations); resize() drops them.
   struct Passes {
     int tokens = 0;  // 0: none made
+    int64_t n = 0;
     std::vector<int8_t> q;
     std::vector<float> d, dsum;
     std::vector<int16_t> sum16;
   };
   mutable Passes passes;
-  void make_passes(int tokens) const;
+  void make_passes(int tokens, int64_t n) const;
 
   void resize(int64_t n_tok, int64_t cols);
   // Rows rows[0..n) of src: what quantizing those rows of src's input gives
@@ -56,12 +57,8 @@ struct QuantizedActs {
   BASALT_ALWAYS_INLINE const int32_t* q6k_zero_row(int64_t t) const { return q6k_zero.data() + t * (stride / 16); }
 };
 
-// x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like
-// llama.cpp's Q8_0 activations.
-// Rows run through the row kernels of selected_isa() (cpu/rows.h), or of isa.
-// rms_norm and swiglu (cpu/ops.h) make this form as they go, when asked to.
-// The size of the next pass of a split of n tokens in passes of at most
-// max_tokens, all of equal size (16 by 5: 4 passes of 4, not 3 of 5 and 1),
+// Passes: how many for n tokens at most max_tokens each, and the size of the
+// next one, all of equal size (16 by 5: 4 passes of 4, not 3 of 5 and 1),
 // given the tokens and passes left: QuantizedActs::Passes and the kernels'
 // loops over passes agree through it.
 inline int64_t pass_count(int64_t n, int64_t max_tokens) { return (n + max_tokens - 1) / max_tokens; }
@@ -69,6 +66,10 @@ inline int64_t pass_tokens(int64_t tokens_left, int64_t passes_left) {
   return (tokens_left + passes_left - 1) / passes_left;
 }
 
+// x: [n_tok][cols], cols a multiple of 32. Scales are rounded to f16 like
+// llama.cpp's Q8_0 activations.
+// Rows run through the row kernels of selected_isa() (cpu/rows.h), or of isa.
+// rms_norm and swiglu (cpu/ops.h) make this form as they go, when asked to.
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out);
 void quantize_activations(const float* x, int64_t n_tok, int64_t cols, QuantizedActs& out, Isa isa);
 

@@ -28,7 +28,7 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
 void prepare_activations(const MatmulArgs& a, Isa isa) {
 #if defined(BASALT_X86)
   if (a.w->format == WeightFormat::qa && find_matmul_kernel(*a.w, isa) == kernels::matmul_qa_avx2(*a.w))
-    if (const int tokens = kernels::qa_avx2_pass_tokens(*a.w, a.n_tok)) a.xq->make_passes(tokens);
+    if (const int tokens = kernels::qa_avx2_pass_tokens(*a.w, a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
 #else
   (void)a, (void)isa;
 #endif

@@ -270,7 +270,8 @@ TEST(Matmul, AmxRunsOfTokensMatchReference) {
 
 // Kernels may read the activations in another layout made from them and
 // kept with them (QuantizedActs::Passes): quantizing new values into the same
-// object, of the same size or not, must leave nothing of the old.
+// object, of the same size or not, must leave nothing of the old, and a call
+// over fewer tokens than it holds must read the right ones.
 TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
   const Isa isa = GetParam();
   NEED_ISA(isa);
@@ -293,6 +294,12 @@ TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
       matmul({&w, x.data(), &kept, n_tok, got.data(), rows, 0, rows}, isa);
       ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * want.size()))
           << f.name << " " << isa_name(isa) << " tokens " << n_tok;
+      // A call may take fewer tokens than were quantized: the first ones.
+      const int64_t fewer = n_tok - 2;
+      std::fill(got.begin(), got.end(), NAN);
+      matmul({&w, x.data(), &kept, fewer, got.data(), rows, 0, rows}, isa);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * static_cast<size_t>(fewer * rows)))
+          << f.name << " " << isa_name(isa) << " " << fewer << " of " << n_tok << " tokens";
       ++checked;
     }
   }
