@@ -25,12 +25,12 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
   return kernels::matmul_ref;
 }
 
-void prepare_activations(const MatmulArgs& a, Isa isa) {
+void prepare_activations(const MatmulArgs& a, MatmulKernel k) {
 #if defined(BASALT_X86)
-  if (a.w->format == WeightFormat::qa && find_matmul_kernel(*a.w, isa) == kernels::matmul_qa_avx2(*a.w))
-    if (const int tokens = kernels::qa_avx2_pass_tokens(*a.w, a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
+  if (a.xq && a.w->format == WeightFormat::qa && k == kernels::matmul_qa_avx2(*a.w))
+    if (const int tokens = kernels::qa_avx2_pass_tokens(a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
 #else
-  (void)a, (void)isa;
+  (void)a, (void)k;
 #endif
 }
 
@@ -39,7 +39,7 @@ void matmul(const MatmulArgs& a, Isa isa) {
     throw Error("internal: matmul with " + a.w->name + " needs activations quantized to its width");
   if (onednn_wanted(*a.w, a.n_tok, isa) && onednn_matmul(a)) return;
   MatmulKernel k = find_matmul_kernel(*a.w, isa);
-  if (a.xq) prepare_activations(a, isa);
+  prepare_activations(a, k);
   const int64_t rows = a.r1 - a.r0;
   // One part per thread, row chunks a multiple of 16 so SIMD kernels can work
   // on whole tiles. Parts are claimed from the pool's counter and the kernels

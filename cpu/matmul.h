@@ -34,10 +34,10 @@ struct MatmulArgs {
 using MatmulKernel = void (*)(const MatmulArgs& a);
 
 MatmulKernel find_matmul_kernel(const Weight& w, Isa isa);  // falls back to lower ISAs, then scalar
-// What find_matmul_kernel(*a.w, isa) needs done to a.xq before it runs, on
-// one thread (the AVX2 prefill kernel reads tokens in passes:
+// What kernel k (of find_matmul_kernel) needs done to a.xq before it runs,
+// on one thread (the AVX2 prefill kernel reads tokens in passes:
 // QuantizedActs::Passes). matmul() calls it; a caller of a kernel itself must.
-void prepare_activations(const MatmulArgs& a, Isa isa);
+void prepare_activations(const MatmulArgs& a, MatmulKernel k);
 // Splits the rows across the OpenMP threads (call from outside a parallel region).
 void matmul(const MatmulArgs& a);
 // Same, with the ISA given (tests compare every variant with the scalar one).
@@ -49,7 +49,7 @@ void matmul_ref(const MatmulArgs& a);  // cpu/ref: the definition every variant 
 MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel exists for w
 MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
-int qa_avx2_pass_tokens(const Weight& w, int64_t n_tok);  // the passes matmul_qa_avx2(w) reads; 0: rows
+int qa_avx2_pass_tokens(int64_t n_tok);  // the passes matmul_qa_avx2 reads for n_tok tokens; 0: rows
 MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
 MatmulKernel matmul_qa_avx512(const Weight& w);
 MatmulKernel matmul_qa_amx(const Weight& w);  // from kAmxMinTokens tokens on AMX tiles; fewer: matmul_qa_avx512

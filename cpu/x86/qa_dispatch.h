@@ -8,7 +8,7 @@
 namespace basalt::kernels {
 
 template <template <int, QaScales> class K>
-auto qa_dispatch(const Weight& w) -> decltype(&K<4, QaScales::f16_sym>::run) {
+MatmulKernel qa_dispatch(const Weight& w) {
   switch (w.scales) {
     case QaScales::f16_sym:
       if (w.bits == 4) return K<4, QaScales::f16_sym>::run;

@@ -326,8 +326,9 @@ TEST_P(MatmulIsa, SharedRowsGiveTheBitsOfOneThread) {
       quantize_activations(x.data(), n_tok, cols, xq);
       std::vector<float> one(static_cast<size_t>(n_tok * rows)), got(one.size());
       const MatmulArgs all{&w, x.data(), &xq, n_tok, one.data(), rows, 0, rows};
-      prepare_activations(all, isa);
-      find_matmul_kernel(w, isa)(all);
+      const MatmulKernel k = find_matmul_kernel(w, isa);
+      prepare_activations(all, k);
+      k(all);
       for (int threads : {2, 3, 5}) {
         // Resized once per count: a pool made afresh for every call has its
         // workers still starting while the caller does the whole call alone.
