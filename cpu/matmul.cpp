@@ -27,8 +27,11 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
 
 void prepare_activations(const MatmulArgs& a, MatmulKernel k) {
 #if defined(BASALT_X86)
-  if (a.xq && a.w->format == WeightFormat::qa && k == kernels::matmul_qa_avx2(*a.w))
-    if (const int tokens = kernels::qa_avx2_pass_tokens(a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
+  if (!a.xq || a.w->format != WeightFormat::qa) return;
+  int tokens = 0;
+  if (k == kernels::matmul_qa_avx2(*a.w)) tokens = kernels::qa_avx2_pass_tokens(a.n_tok);
+  if (k == kernels::matmul_qa_avxvnni(*a.w)) tokens = kernels::qa_avxvnni_pass_tokens(a.n_tok);
+  if (tokens) a.xq->make_passes(tokens, a.n_tok);
 #else
   (void)a, (void)k;
 #endif

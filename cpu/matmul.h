@@ -35,7 +35,7 @@ using MatmulKernel = void (*)(const MatmulArgs& a);
 
 MatmulKernel find_matmul_kernel(const Weight& w, Isa isa);  // falls back to lower ISAs, then scalar
 // What kernel k (of find_matmul_kernel) needs done to a.xq before it runs,
-// on one thread (the AVX2 prefill kernel reads tokens in passes:
+// on one thread (the AVX2 and AVX-VNNI prefill kernels read tokens in passes:
 // QuantizedActs::Passes). matmul() calls it; a caller of a kernel itself must.
 void prepare_activations(const MatmulArgs& a, MatmulKernel k);
 // Splits the rows across the OpenMP threads (call from outside a parallel region).
@@ -51,6 +51,7 @@ MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
 int qa_avx2_pass_tokens(int64_t n_tok);  // the passes matmul_qa_avx2 reads for n_tok tokens; 0: rows
 MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
+int qa_avxvnni_pass_tokens(int64_t n_tok);
 MatmulKernel matmul_qa_avx512(const Weight& w);
 MatmulKernel matmul_qa_amx(const Weight& w);  // from kAmxMinTokens tokens on AMX tiles; fewer: matmul_qa_avx512
 constexpr int64_t kAmxMinTokens = 16;

@@ -6,7 +6,7 @@
 # baseline code, and the linker keeps one copy. If it keeps the AVX-512 one,
 # the baseline caller dies with SIGILL on a CPU without AVX-512.
 #
-#   check_isa_objects.py OBJECT...   (the engine library's objects; others are ignored)
+#   check_isa_objects.py OBJECT...   (the engine's and the tests' objects; others are ignored)
 import re
 import subprocess
 import sys

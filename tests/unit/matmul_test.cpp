@@ -5,7 +5,6 @@
 // through oneDNN (cpu/onednn_matmul.h) in builds that have it.
 #include <gtest/gtest.h>
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "core/util/threads.h"
 #include "quant/qa_layout.h"
 #include "tests/unit/isa_testing.h"
+#include "tests/unit/matmul_testing.h"
 #include "tests/unit/random_weights.h"
 
 namespace basalt {
@@ -26,33 +26,10 @@ namespace {
 
 using testutil::Format;
 using testutil::kFormats;
+using testutil::max_abs_diff;
+using testutil::reference;
 using testutil::random_rowmajor;
 using testutil::random_weight;
-
-// The largest |got - ref| over the first n values; a NaN (a row the kernel
-// never wrote: outputs start as NaN) is infinitely wrong, where std::max
-// alone would skip it.
-double max_abs_diff(const std::vector<float>& got, const std::vector<float>& ref, size_t n) {
-  EXPECT_TRUE(n <= got.size() && n <= ref.size());
-  double worst = 0;
-  for (size_t i = 0; i < n && i < got.size() && i < ref.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
-    if (std::isnan(d)) return INFINITY;
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
-
-// Quantizes x (n_tok rows) into xq, writes the scalar reference's output to
-// ref and returns its largest magnitude (the scale of the error bounds).
-double reference(const Weight& w, const std::vector<float>& x, int64_t n_tok, QuantizedActs& xq, std::vector<float>& ref) {
-  quantize_activations(x.data(), n_tok, w.cols, xq);
-  ref.assign(static_cast<size_t>(n_tok * w.rows), 0.0f);
-  kernels::matmul_ref({&w, x.data(), &xq, n_tok, ref.data(), w.rows, 0, w.rows});
-  double norm = 0;
-  for (float v : ref) norm = std::max(norm, std::fabs(static_cast<double>(v)));
-  return norm;
-}
 
 // Each test below runs once per ISA (MatmulIsa.NAME/ISA): skipped where the
 // CPU lacks it, failed where BASALT_REQUIRE_ISA names it.
