@@ -70,7 +70,11 @@ bool cpu_supports(Isa isa) {
     case Isa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
              __builtin_cpu_supports("bmi2");
-    case Isa::avxvnni: return cpu_supports(Isa::avx2) && has_avxvnni();
+    case Isa::avxvnni:
+#if defined(BASALT_AVXVNNI_AS_EVEX)  // CMake's BASALT_AVXVNNI_AS_EVEX: timing the kernels on AVX-512 VNNI
+      return cpu_supports(Isa::avx512);
+#endif
+      return cpu_supports(Isa::avx2) && has_avxvnni();
     case Isa::avx512:
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

@@ -52,7 +52,11 @@ int64_t int8_vnni_avx2(int64_t rounds) {
   __m256i c0 = _mm256_set1_epi32(0), c1 = _mm256_set1_epi32(1), c2 = _mm256_set1_epi32(2), c3 = _mm256_set1_epi32(3);
   __m256i c4 = _mm256_set1_epi32(4), c5 = _mm256_set1_epi32(5), c6 = _mm256_set1_epi32(6), c7 = _mm256_set1_epi32(7);
   __m256i c8 = _mm256_set1_epi32(8), c9 = _mm256_set1_epi32(9);
+#if defined(BASALT_AVXVNNI_AS_EVEX)  // CMake's BASALT_AVXVNNI_AS_EVEX: the AVX-512 encoding
+#define BASALT_STEP(c) "vpdpbusd %[b], %[a], %[" #c "]\n\t"
+#else
 #define BASALT_STEP(c) "%{vex%} vpdpbusd %[b], %[a], %[" #c "]\n\t"
+#endif
   for (int64_t i = 0; i < rounds; ++i)
     asm volatile(BASALT_STEP(c0) BASALT_STEP(c1) BASALT_STEP(c2) BASALT_STEP(c3) BASALT_STEP(c4) BASALT_STEP(c5)
                  BASALT_STEP(c6) BASALT_STEP(c7) BASALT_STEP(c8) BASALT_STEP(c9)

@@ -49,8 +49,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
 
-// Decode (1-2 tokens) and prefill (passes of up to 6: 7 and 13 leave
-// uneven ones), short and long rows, rows that end mid-tile.
+// Decode (1-2 tokens) and prefill (passes of up to 8, of unequal sizes at
+// 13, 17 and 67), short and long rows, rows that end mid-tile.
 TEST(MatmulAvxVnniEmulated, MatchesTheReferenceAndTheAvx2Kernels) {
   NEED_ISA(Isa::avx2);
   std::mt19937 rng(42);
