@@ -73,8 +73,9 @@ bool cpu_supports(Isa isa) {
     case Isa::avxvnni:
 #if defined(BASALT_AVXVNNI_AS_EVEX)  // CMake's BASALT_AVXVNNI_AS_EVEX: timing the kernels on AVX-512 VNNI
       return cpu_supports(Isa::avx512);
-#endif
+#else
       return cpu_supports(Isa::avx2) && has_avxvnni();
+#endif
     case Isa::avx512:
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

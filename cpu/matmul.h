@@ -51,7 +51,7 @@ MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
 int qa_avx2_pass_tokens(int64_t n_tok);  // the passes matmul_qa_avx2 reads for n_tok tokens; 0: rows
 MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
-int qa_avxvnni_pass_tokens(int64_t n_tok);
+int qa_avxvnni_pass_tokens(int64_t n_tok);  // likewise for matmul_qa_avxvnni
 MatmulKernel matmul_qa_avx512(const Weight& w);
 MatmulKernel matmul_qa_amx(const Weight& w);  // from kAmxMinTokens tokens on AMX tiles; fewer: matmul_qa_avx512
 constexpr int64_t kAmxMinTokens = 16;
