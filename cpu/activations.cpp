@@ -45,6 +45,8 @@ void QuantizedActs::make_passes(int tokens, int64_t n) const {
   p.d.resize(d.size());
   p.dsum.resize(dsum.size());
   p.sum16.resize(sum16.size());
+  p.q6k_zero.resize(q6k_zero.size());
+  p.neg_sum.resize(d.size());
   const int64_t nb = cols / 32, nd = stride / 32, ns = stride / 16;
   std::vector<int64_t> starts;
   for (int64_t t0 = 0, left = pass_count(n, tokens); t0 < n; --left) {
@@ -62,6 +64,8 @@ void QuantizedActs::make_passes(int tokens, int64_t n) const {
           p.d[t0 * nd + b * nt + i] = d_row(t)[b];
           p.dsum[t0 * nd + b * nt + i] = dsum_row(t)[b];
           std::memcpy(p.sum16.data() + t0 * ns + (b * nt + i) * 2, sum16_row(t) + 2 * b, 4);
+          std::memcpy(p.q6k_zero.data() + t0 * ns + (b * nt + i) * 2, q6k_zero_row(t) + 2 * b, 8);
+          p.neg_sum[t0 * nd + b * nt + i] = -(sum16_row(t)[2 * b] + sum16_row(t)[2 * b + 1]);
         }
       }
     }

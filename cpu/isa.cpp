@@ -72,7 +72,7 @@ bool cpu_supports(Isa isa) {
              __builtin_cpu_supports("bmi2");
     case Isa::avxvnni:
 #if defined(BASALT_AVXVNNI_AS_EVEX)  // CMake's BASALT_AVXVNNI_AS_EVEX: timing the kernels on AVX-512 VNNI
-      return cpu_supports(Isa::avx512);
+      return cpu_supports(Isa::avx2) && (has_avxvnni() || cpu_supports(Isa::avx512));
 #else
       return cpu_supports(Isa::avx2) && has_avxvnni();
 #endif
