@@ -23,14 +23,16 @@ struct QuantizedActs {
   // offset term (m x this) costs the kernels one broadcast, not five scalar ops.
   std::vector<float> dsum;
   // [n_tok][stride / 16]: -32 x sum16, Q6_K's zero-point term for a half
-  // block, as int32: the AVX-512 kernel starts a half's sum with it in one
-  // broadcast from memory, where making it from sum16 took five instructions.
+  // block, as int32: the AVX-512 and AVX-VNNI kernels start a half's sum with
+  // it in one broadcast from memory, where making it from sum16 took five
+  // instructions.
   std::vector<int32_t> q6k_zero;
 
   // The first n tokens again, in passes of at most `tokens`, each pass block
   // by block: block b of token t0 + i at (b x nt + i) from the pass's start,
-  // which is where row t0 starts in the arrays above (q at t0 x stride, d at
-  // t0 x stride / 32, sum16 pairs at t0 x stride / 16). A register block of
+  // which is where row t0 starts in the arrays above (q at t0 x stride; d,
+  // dsum and neg_sum at t0 x stride / 32; sum16 and q6k_zero pairs at t0 x
+  // stride / 16). A register block of
   // one pass then finds every token's inputs at constant offsets from one
   // pointer; in rows it kept a pointer per token and array (the AVX2 kernel's
   // 16 registers: docs/PERFORMANCE.md 3.1h). Passes are of equal size

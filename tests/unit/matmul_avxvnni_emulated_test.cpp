@@ -14,15 +14,11 @@
 #include "cpu/matmul.h"
 #include "quant/qa_layout.h"
 #include "tests/unit/isa_testing.h"
+#include "tests/unit/matmul_avxvnni_emulated.h"
 #include "tests/unit/matmul_testing.h"
 #include "tests/unit/random_weights.h"
 
 #if defined(BASALT_X86)
-
-namespace basalt::kernels {
-MatmulKernel matmul_qa_avxvnni_emulated(const Weight& w);
-int qa_avxvnni_emulated_pass_tokens(int64_t n_tok);
-}  // namespace basalt::kernels
 
 namespace basalt {
 namespace {
@@ -49,8 +45,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
 
-// Decode (1-2 tokens) and prefill (passes of up to 8, of unequal sizes at
-// 13, 17 and 67), short and long rows, rows that end mid-tile.
+// Decode (1 token) and prefill (passes of up to 8, of unequal sizes at 9, 13,
+// 17 and 67), short and long rows, rows that end mid-tile.
 TEST(MatmulAvxVnniEmulated, MatchesTheReferenceAndTheAvx2Kernels) {
   NEED_ISA(Isa::avx2);
   std::mt19937 rng(42);
@@ -62,7 +58,7 @@ TEST(MatmulAvxVnniEmulated, MatchesTheReferenceAndTheAvx2Kernels) {
       if (k_type && cols % 256) continue;
       for (int64_t rows : {1, 15, 33}) {
         const Weight w = testutil::random_weight(f, rows, cols, rng);
-        for (int64_t n_tok : {1, 2, 3, 5, 6, 7, 8, 12, 13, 17, 67}) {
+        for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 67}) {
           const std::vector<float> x = normal_inputs(n_tok * cols, rng);
           const std::string what = std::string(f.name) + " rows " + std::to_string(rows) + " cols " +
                                    std::to_string(cols) + " tokens " + std::to_string(n_tok);
@@ -117,7 +113,7 @@ TEST(MatmulAvxVnniEmulated, GivesTheBitsOfTheRealKernels) {
   for (const Format& f : kFormats) {
     if (f.format != WeightFormat::qa) continue;
     const Weight w = testutil::random_weight(f, rows, cols, rng);
-    for (int64_t n_tok : {1, 2, 6, 7, 13, 67}) {
+    for (int64_t n_tok : {1, 2, 4, 6, 7, 9, 13, 67}) {
       const std::vector<float> x = normal_inputs(n_tok * cols, rng);
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);

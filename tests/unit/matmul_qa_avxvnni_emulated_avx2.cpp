@@ -3,12 +3,7 @@
 // matmul_avxvnni_emulated_test.cpp: their blocking, inputs and zero points
 // run on CPUs without AVX-VNNI. Built with the AVX2 flags (tests/CMakeLists.txt;
 // like the engine's ISA files, checked by isa_objects_share_no_inline_code).
-#include "cpu/matmul.h"
-
-namespace basalt::kernels {
-MatmulKernel matmul_qa_avxvnni_emulated(const Weight& w);
-int qa_avxvnni_emulated_pass_tokens(int64_t n_tok);
-}  // namespace basalt::kernels
+#include "tests/unit/matmul_avxvnni_emulated.h"
 
 #define BASALT_QA_AVXVNNI 1
 #define BASALT_QA_AVXVNNI_EMULATED 1
