@@ -44,9 +44,9 @@ struct QuantizedActs {
     std::vector<int8_t> q;
     std::vector<float> d, dsum;
     std::vector<int16_t> sum16;
-    // Where the AVX-VNNI kernel starts a token's sums (its zero points' terms):
-    // q6k_zero as above, and minus the block's sum of q (-(sum16 pair)), which
-    // it shifts by the format's zero point (a power of 2).
+    // Where the kernels start a token's sums (its zero points' terms):
+    // q6k_zero as above (AVX-VNNI), and minus the block's sum of q (-(sum16
+    // pair)), shifted by the format's zero point (a power of 2).
     std::vector<int32_t> q6k_zero, neg_sum;
   };
   mutable Passes passes;
