@@ -32,10 +32,9 @@ struct QuantizedActs {
   // by block: block b of token t0 + i at (b x nt + i) from the pass's start,
   // which is where row t0 starts in the arrays above (q at t0 x stride; d,
   // dsum and neg_sum at t0 x stride / 32; sum16 and q6k_zero pairs at t0 x
-  // stride / 16). A register block of
-  // one pass then finds every token's inputs at constant offsets from one
-  // pointer; in rows it kept a pointer per token and array (the AVX2 kernel's
-  // 16 registers: docs/PERFORMANCE.md 3.1h). Passes are of equal size
+  // stride / 16). A register block of one pass then finds every token's
+  // inputs at constant offsets from one pointer; in rows it kept a pointer per
+  // token and array (the AVX2 kernel's 16 registers: docs/PERFORMANCE.md 3.1h). Passes are of equal size
   // (pass_tokens()). Made by make_passes(), which matmul() calls before its
   // threads start (cpu/matmul.h: prepare_activations); resize() drops them.
   struct Passes {
