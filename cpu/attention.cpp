@@ -118,8 +118,9 @@ void set_attention_bf16_dots(bool on) { g_bf16_dots = on && cpu_has_avx512_bf16(
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
 #if defined(BASALT_X86)
   if (isa < Isa::avx512) return AttentionDots::f32;
-  if (type == KvType::f16 && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::bf16;
-  if (type == KvType::q8 && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::int8_query_bf16_p;
+  if ((type == KvType::f16 || type == KvType::q4) && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::bf16;
+  if ((type == KvType::q8 || type == KvType::k8v4) && head_dim % 32 == 0 && attention_bf16_dots())
+    return AttentionDots::int8_query_bf16_p;
   if (kv_side_type(type, 0) == KvType::q8 && head_dim % 4 == 0) return AttentionDots::int8_query;
 #endif
   (void)isa, (void)type, (void)head_dim;

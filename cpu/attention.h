@@ -74,14 +74,17 @@ bool attention_bf16_dots();
 void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only where the CPU has them
 
 // What isa's kernels round beyond the cache itself, for a cache of this type
-// and heads of head_dim: the f16 cache's bf16 dots, or the q8 keys' scores as
+// and heads of head_dim: the f16 cache's bf16 dots (and the q4 cache's, where
+// bf16 takes the query times the keys' steps and the softmax weights times
+// the values' scales: 4-bit codes are exact in it), or the q8 keys' scores as
 // int8 dots (AVX-512 VNNI, vpdpbusd) of the query rounded to int8 with a
 // scale per row (max |q| / 127, to nearest even), as llama.cpp's q8_0 does
 // (not for a lone query row per KV head, a decode without GQA: there laying
 // out the keys for vpdpbusd costs more than it saves, and scores stay f32).
 // The forward tests' reference repeats it (tools/dump_logits says which).
-// int8_query_bf16_p: that, and on the bf16 builds q8 values through bf16 P V:
-// the softmax weights times the values' scales rounded to bf16 (the codes are exact).
+// int8_query_bf16_p: that, and on the bf16 builds q8 (or k8v4's q4) values
+// through bf16 P V: the softmax weights times the values' scales rounded to
+// bf16 (the codes are exact).
 enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p };
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
 
