@@ -192,10 +192,18 @@ KvCache ringed_kv_cache(const Case& c, KvType type) {
 }
 
 // Runs one variant (nullptr: the reference) on a fresh cache, paged with
-// interleaved blocks (or, `ringed`, with rings); returns the output, and the cache.
-std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr, bool ringed = false) {
+// interleaved blocks (or, `ringed`, with rings); returns the output, and the
+// cache. `poisoned`: the tested layer's pools all 0xFF bytes before the cache
+// is filled (NaN in every f16 and f32 slot never written, codes 15), as a
+// reused block may hold anything, Inf and NaN scales included.
+std::vector<float> run(const Case& c, const Isa* isa, KvType type, std::vector<float>* cache_out = nullptr,
+                       bool ringed = false, bool poisoned = false) {
   const ModelSpec spec = spec_of(c);
   KvCache kv = ringed ? ringed_kv_cache(c, type) : testutil::interleaved_kv_cache(spec, n_ctx_of(c), static_cast<int>(c.ctx.size()), type);
+  if (poisoned)
+    for (int side = 0; side < 2; ++side)
+      std::memset(const_cast<uint8_t*>(side ? kv.value_pool(1) : kv.key_pool(1)), 0xFF,
+                  static_cast<size_t>(kv.layer_blocks(1) * kv.block_bytes(side)));
   fill_cache(kv, c);
   Inputs in = make_inputs(c, spec);
   std::vector<float> out(in.q.size(), NAN);
@@ -366,6 +374,18 @@ TEST_P(AttentionIsa, RingsGiveTheWholeCachesOutput) {
             << (variant ? isa_name(isa) : "reference") << " " << c.name() << " kv " << kv_type_name(type);
     }
   EXPECT_EQ(ringed, 9 + 9 + 8 + 8);  // nine windowed cases wrap rings (eight with q4's head_dim)
+}
+
+// What the cache's blocks hold past the positions written is never used: a
+// pool of NaNs (and codes 15) there gives the same output, bit for bit.
+TEST_P(AttentionIsa, UnwrittenSlotsAreNeverUsed) {
+  const Isa isa = GetParam();
+  for (KvType type : kKvTypes)
+    for (const Case& c : kCases) {
+      if (!cacheable(c, type) || n_ctx_of(c) >= 1100) continue;  // the long cases add only time
+      const std::vector<float> clean = run(c, &isa, type), poisoned = run(c, &isa, type, nullptr, false, true);
+      EXPECT_TRUE(all_finite(poisoned) && poisoned == clean) << isa_name(isa) << " " << c.name() << " kv " << kv_type_name(type);
+    }
 }
 
 // The q8 cache against the f16 one, through the reference: int8 with a scale
