@@ -63,7 +63,8 @@ struct AttentionKernels {
 // The kernels of one ISA; nullptr where there are none (attention() then runs attention_ref).
 // With attention_bf16_dots, AVX-512 takes the f16 cache's scores and P V as
 // bf16 dot products: queries, keys, values and softmax weights rounded to
-// bf16 (8 significant bits), products summed in f32. On AMD (Zen 4, Zen 5)
+// bf16 (8 significant bits), products summed in f32 (the q4 cache's too, and
+// q8's P V: attention_dots below). On AMD (Zen 4, Zen 5)
 // vdpbf16ps does twice the multiply-adds of an f32 FMA per cycle, and f32
 // FMAs are what decode at depth is bound by there; on Intel (Sapphire
 // Rapids) it does as many, so the conversions make it slower (docs/PERFORMANCE.md 6.5).
@@ -81,7 +82,8 @@ void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only whe
 // scale per row (max |q| / 127, to nearest even), as llama.cpp's q8_0 does
 // (not for a lone query row per KV head, a decode without GQA: there laying
 // out the keys for vpdpbusd costs more than it saves, and scores stay f32).
-// The forward tests' reference repeats it (tools/dump_logits says which).
+// The forward tests' reference repeats it for the f16 and q8 caches
+// (tools/dump_logits says which; it does not model the 4-bit ones).
 // int8_query_bf16_p: that, and on the bf16 builds q8 (or k8v4's q4) values
 // through bf16 P V: the softmax weights times the values' scales rounded to
 // bf16 (the codes are exact).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The AVX-512 attention tile kernel with the f16 cache's scores and P V as
-// bf16 dot products (AVX512_BF16: Zen 4 and later, Intel since Cooper Lake):
-// cpu/x86/attention_x86.inc, built with BASALT_ATTENTION_BF16. Chosen by
+// The AVX-512 attention tile kernel with the f16 and q4 caches' scores and
+// P V (and q8's P V) as bf16 dot products (AVX512_BF16: Zen 4 and later,
+// Intel since Cooper Lake): cpu/x86/attention_x86.inc, built with BASALT_ATTENTION_BF16. Chosen by
 // cpu/attention.cpp where the CPU has the instructions.
 #include "cpu/x86/simd_avx512.h"
 

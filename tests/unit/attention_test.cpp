@@ -31,7 +31,8 @@ constexpr double kMaxNmse = 1e-10;
 // Where the f16 cache's dots run in bf16 (cpu/attention.h), q, k, v and the
 // softmax weights are rounded to 8 significant bits: measured NMSE <= 1.6e-5
 // for scores of order 1 and 6.3e-4 for a sharp softmax (q x8), about the q8
-// cache's loss; a wrong pairing or a dropped key gives ~1.
+// cache's loss (the q4 cache's, q x steps and P x scales rounded: 1.5e-4
+// sharp); a wrong pairing or a dropped key gives ~1.
 constexpr double kMaxNmseBf16 = 1e-4, kMaxNmseBf16Sharp = 2e-3;
 // Where the q8 keys' scores are int8 dots, the query is rounded to int8 per
 // row: measured NMSE <= 5.9e-5 for scores of order 1 and 6.9e-4 sharp.
@@ -327,8 +328,8 @@ class Bf16Dots {
 
 // Where the CPU has bf16 dot products, the AVX-512 kernels the other way
 // than MatchesReference ran them (on by default on AMD, off on Intel): with
-// them the f16 cache's error is bf16's (above what f32 gives, or they did not
-// run), without them the f32 kernels' exactness.
+// them the f16 and q4 caches' error is bf16's (above what f32 gives, or they
+// did not run), without them the f32 kernels' exactness.
 TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
   NEED_ISA(Isa::avx512);
   if (!cpu_has_avx512_bf16()) {
@@ -336,9 +337,10 @@ TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
     GTEST_SKIP() << "this CPU lacks AVX512_BF16: MatchesReference/avx512 ran the f32 kernels";
   }
   Bf16Dots flip(!cpu::attention_bf16_dots());
-  const double worst_f16 = expect_matches_reference(Isa::avx512)[0];
+  const std::vector<double> worst = expect_matches_reference(Isa::avx512);  // kKvTypes' order
   if (!cpu::attention_bf16_dots()) {
-    EXPECT_LT(worst_f16, kMaxNmse);
+    EXPECT_LT(worst[0], kMaxNmse);  // f16
+    EXPECT_LT(worst[2], kMaxNmse);  // q4 (q8's keys keep their int8 dots)
   }
 }
 
@@ -377,15 +379,22 @@ TEST_P(AttentionIsa, RingsGiveTheWholeCachesOutput) {
 }
 
 // What the cache's blocks hold past the positions written is never used: a
-// pool of NaNs (and codes 15) there gives the same output, bit for bit.
+// pool of NaNs (and codes 15) there gives the same output, bit for bit. On
+// AVX-512 with bf16 dots, both ways (Bf16Dots).
 TEST_P(AttentionIsa, UnwrittenSlotsAreNeverUsed) {
   const Isa isa = GetParam();
-  for (KvType type : kKvTypes)
-    for (const Case& c : kCases) {
-      if (!cacheable(c, type) || n_ctx_of(c) >= 1100) continue;  // the long cases add only time
-      const std::vector<float> clean = run(c, &isa, type), poisoned = run(c, &isa, type, nullptr, false, true);
-      EXPECT_TRUE(all_finite(poisoned) && poisoned == clean) << isa_name(isa) << " " << c.name() << " kv " << kv_type_name(type);
-    }
+  const bool both = isa == Isa::avx512 && cpu_has_avx512_bf16();
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !both) break;
+    Bf16Dots dots(both ? bf16 : cpu::attention_bf16_dots());
+    for (KvType type : kKvTypes)
+      for (const Case& c : kCases) {
+        if (!cacheable(c, type) || n_ctx_of(c) >= 1100) continue;  // the long cases add only time
+        const std::vector<float> clean = run(c, &isa, type), poisoned = run(c, &isa, type, nullptr, false, true);
+        EXPECT_TRUE(all_finite(poisoned) && poisoned == clean)
+            << isa_name(isa) << (cpu::attention_bf16_dots() ? " (bf16 dots) " : " ") << c.name() << " kv " << kv_type_name(type);
+      }
+  }
 }
 
 // The q8 cache against the f16 one, through the reference: int8 with a scale
