@@ -79,6 +79,8 @@ const Case kCases[] = {
     {256, 2, 2, {70}, {2}},   // 16 vectors on AVX-512; the generic kernel on AVX2
     {72, 2, 3, {65}, {5}},    // head_dim not a multiple of 16
     {36, 1, 2, {10}, {4}},    // nor of 8
+    {96, 2, 4, {150}, {5}},   // three groups of 32 dims: the q4 values' rotation in blocks of 32
+    {160, 1, 2, {40}, {33}},  // five: the generic kernel on both ISAs
     {64, 1, 1, {1000}, {16}, false, 8.0f},
     {64, 2, 3, {0, 0}, {5, 3}, true},  // two sequences, tokens interleaved
     {64, 2, 3, {40, 7}, {4, 6}},       // two sequences, one after the other
