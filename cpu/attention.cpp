@@ -127,6 +127,16 @@ AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
   return AttentionDots::f32;
 }
 
+const char* attention_dots_name(AttentionDots dots) {
+  switch (dots) {
+    case AttentionDots::f32: return "f32";
+    case AttentionDots::bf16: return "bf16";
+    case AttentionDots::int8_query: return "int8_query";
+    case AttentionDots::int8_query_bf16_p: return "int8_query_bf16_p";
+  }
+  return "?";
+}
+
 const AttentionKernels* find_attention_kernels(Isa isa) {
 #if defined(BASALT_X86)
   if (isa >= Isa::avx512) return attention_bf16_dots() ? kernels::attention_avx512_bf16() : kernels::attention_avx512();

@@ -89,6 +89,7 @@ void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only whe
 // bf16 (the codes are exact).
 enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p };
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
+const char* attention_dots_name(AttentionDots dots);  // "f32", "bf16", ...: the reference's name for it
 
 namespace kernels {
 #if defined(BASALT_X86)

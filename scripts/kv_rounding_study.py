@@ -23,6 +23,7 @@ for keys unless "v:" (values) is in front:
              (the cache's f16 stage)
   q8         int8 per position and head, absmax (the q8 cache)
   q8-32      int8 per position and 32 dimensions (llama.cpp's q8_0)
+  q8-rot     int8 per position and head after the head's rotation
 
 Needs the gguf package and llama-cpp-python (for the tokenizer only):
   PYTHONPATH=/path/to/llama_cpp_python .venv/bin/python scripts/kv_rounding_study.py \\
@@ -123,6 +124,7 @@ def main() -> int:
         "chan-stage": lambda x: per_channel_arriving(x, False),
         "q8": lambda x: int8(x.reshape(-1, x.shape[-1])).reshape(x.shape),
         "q8-32": lambda x: int8(x.reshape(-1, 32)).reshape(x.shape),
+        "q8-rot": lambda x: int8((x @ rot.T).reshape(-1, x.shape[-1])).reshape(x.shape) @ rot,
     }
     side = {"n": 0, "k": None, "v": None}
 

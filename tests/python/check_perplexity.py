@@ -13,6 +13,14 @@ comes from reference_forward.py over the same windows. They must agree to
 1e-4 relative (f32 weights: the engine's logits differ from the float64
 reference only by float32 rounding and its f16 KV cache), on the same count of
 tokens.
+
+Then --kl-base: the q8 cache against the f16 one in the same process. Its
+perplexity must match the reference that rounds K and V as the q8 cache and
+the attention kernels do (the JSON names what they round), its base's must
+equal the plain f16 run's, and its KL divergence the reference's: the mean
+within 5% (the f16 cache's own rounding, which the reference leaves out,
+is part of what the engine measures: 0.5% here), the share of same top tokens within
+1%. The f16 cache against itself must give a KL of exactly 0.
 """
 from __future__ import annotations
 
@@ -33,8 +41,10 @@ import reference_forward  # noqa: E402
 CTX, STRIDE = 64, 24
 
 
-def reference_ppl(model: Path, tokens: list[int]) -> tuple[float, int]:
-    return perplexity_windows.perplexity(tokens, CTX, STRIDE, lambda w: reference_forward.forward(str(model), w))
+def run(basalt: str, model: Path, text: Path, *flags: str) -> dict:
+    out = subprocess.run([basalt, "perplexity", "-m", str(model), "-f", str(text), "--ctx", str(CTX), "--stride", str(STRIDE),
+                          "--json", *flags], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -44,6 +54,13 @@ def main() -> int:
     from tokenizers import Tokenizer  # scripts/install-deps.sh installs it
 
     text = (HERE.parents[1] / "README.md").read_bytes()[:1500].decode("utf-8", errors="ignore")
+    ok = True
+
+    def check(cond: bool, what: str) -> None:
+        nonlocal ok
+        print(("ok   " if cond else "FAIL ") + what)
+        ok = ok and cond
+
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         cfg = make_model.parse_config(["--type", "f32", "--n-ctx", "256"])
@@ -52,14 +69,34 @@ def main() -> int:
         subprocess.run([sys.executable, str(HERE / "make_hf_folder.py"), str(t / "m.gguf"), str(t / "tok"), "--vocab-only"],
                        check=True)
         tokens = Tokenizer.from_file(str(t / "tok" / "tokenizer.json")).encode(text, add_special_tokens=False).ids
-        out = subprocess.run([a.basalt, "perplexity", "-m", str(t / "m.gguf"), "-f", str(t / "text.txt"), "--ctx", str(CTX),
-                              "--stride", str(STRIDE), "--json"], check=True, capture_output=True, text=True)
-        got = json.loads(out.stdout.strip().splitlines()[-1])
-        want, scored = reference_ppl(t / "m.gguf", tokens)
-    rel = abs(got["perplexity"] - want) / want
-    print(f"basalt {got['perplexity']:.6f} over {got['scored']} tokens; reference {want:.6f} over {scored}; "
-          f"relative difference {rel:.2e}")
-    ok = got["tokens"] == len(tokens) and got["scored"] == scored and rel <= 1e-4
+        model = reference_forward.Model(str(t / "m.gguf"))
+
+        def reference(kv_type: str, dots: str):
+            return lambda w: reference_forward.forward_model(model, w, kv_type=kv_type, dots=dots)
+
+        f16 = run(a.basalt, t / "m.gguf", t / "text.txt")
+        want, scored = perplexity_windows.perplexity(tokens, CTX, STRIDE, reference("f16", f16["attention_dots"]))
+        rel = abs(f16["perplexity"] - want) / want
+        check(f16["tokens"] == len(tokens) and f16["scored"] == scored and rel <= 1e-4,
+              f"f16 cache: basalt {f16['perplexity']:.6f} over {f16['scored']} tokens; reference {want:.6f} over {scored}; "
+              f"relative difference {rel:.2e}")
+
+        same = run(a.basalt, t / "m.gguf", t / "text.txt", "--kl-base", "f16")
+        check(same["kl_max"] == 0 and same["same_top"] == 1 and same["base_perplexity"] == same["perplexity"],
+              f"f16 against f16: KL max {same['kl_max']}, same top {same['same_top']}")
+
+        q8 = run(a.basalt, t / "m.gguf", t / "text.txt", "--kv-type", "q8", "--kl-base", "f16")
+        base_ref, q8_ref = reference("f16", q8["base_attention_dots"]), reference("q8", q8["attention_dots"])
+        want, _ = perplexity_windows.perplexity(tokens, CTX, STRIDE, q8_ref)
+        rel = abs(q8["perplexity"] - want) / want
+        check(rel <= 1e-4, f"q8 cache ({q8['attention_dots']} dots): basalt {q8['perplexity']:.6f}, reference {want:.6f}, "
+                           f"relative difference {rel:.2e}")
+        rel = abs(q8["base_perplexity"] - f16["perplexity"]) / f16["perplexity"]
+        check(rel <= 1e-9, f"its f16 base: {q8['base_perplexity']:.9f}, the f16 run's {f16['perplexity']:.9f}")
+        kl, same_top = perplexity_windows.kl_divergence(tokens, CTX, STRIDE, base_ref, q8_ref)
+        check(len(kl) == q8["scored"] and abs(q8["kl_mean"] / kl.mean() - 1) <= 0.05 and abs(q8["same_top"] - same_top) <= 0.01,
+              f"KL(f16 || q8): basalt mean {q8['kl_mean']:.3e}, same top {q8['same_top']:.4f}; "
+              f"reference {kl.mean():.3e}, {same_top:.4f}")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

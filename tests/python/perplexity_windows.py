@@ -5,24 +5,50 @@ first window that reaches it (core/runtime/perplexity.cpp)."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
+
+
+def windows(n: int, ctx: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    """(begin, end, first): the windows [begin, end) that score something, and
+    the first position p whose prediction of token p + 1 each one scores."""
+    scored_to, begin = 1, 0
+    while scored_to < n:
+        end = min(n, begin + ctx)
+        if end > scored_to:
+            yield begin, end, max(begin, scored_to - 1)
+            scored_to = end
+        begin += stride
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def perplexity(tokens: Sequence[int], ctx: int, stride: int,
                logits_of: Callable[[Sequence[int]], np.ndarray]) -> tuple[float, int]:
     """(perplexity, tokens scored); logits_of(window) gives one row of logits per window token."""
-    nll, scored, scored_to, n, begin = 0.0, 0, 1, len(tokens), 0
-    while scored_to < n:
-        end = min(n, begin + ctx)
-        if end > scored_to:
-            logits = np.asarray(logits_of(tokens[begin:end]), dtype=np.float64)
-            for p in range(max(begin, scored_to - 1), end - 1):
-                row = logits[p - begin]
-                mx = row.max()
-                nll += mx + math.log(np.exp(row - mx).sum()) - row[tokens[p + 1]]
-                scored += 1
-            scored_to = end
-        begin += stride
+    nll, scored = 0.0, 0
+    for begin, end, first in windows(len(tokens), ctx, stride):
+        lp = log_softmax(logits_of(tokens[begin:end]))
+        for p in range(first, end - 1):
+            nll -= lp[p - begin, tokens[p + 1]]
+            scored += 1
     return math.exp(nll / scored), scored
+
+
+def kl_divergence(tokens: Sequence[int], ctx: int, stride: int, base_logits_of: Callable[[Sequence[int]], np.ndarray],
+                  logits_of: Callable[[Sequence[int]], np.ndarray]) -> tuple[np.ndarray, float]:
+    """basalt perplexity --kl-base's figures: KL(base || this) at every scored
+    token (natural log), and the share of them where both rank the same token first."""
+    kl, same = [], 0
+    for begin, end, first in windows(len(tokens), ctx, stride):
+        w = tokens[begin:end]
+        lb, lt = log_softmax(base_logits_of(w))[first - begin:end - 1 - begin], log_softmax(logits_of(w))[first - begin:end - 1 - begin]
+        kl.append((np.exp(lb) * (lb - lt)).sum(axis=-1))
+        same += int((lb.argmax(axis=-1) == lt.argmax(axis=-1)).sum())
+    kl = np.concatenate(kl)
+    return kl, same / len(kl)

@@ -85,15 +85,9 @@ int main(int argc, char** argv) {
     // forward tests' reference takes (tests/python/check_forward.py).
     const basalt::Placement placed = basalt::parse_placement(offload.gpu);
     const bool gpu_attention = exec.offloading() && (placed.attn || placed.all || placed.auto_pick);
-    if (!gpu_attention) {
-      using basalt::cpu::AttentionDots;
-      switch (basalt::cpu::attention_dots(basalt::selected_isa(), kv.type(), model->spec().head_dim)) {
-        case AttentionDots::bf16: std::fprintf(stderr, "attention dots: bf16\n"); break;
-        case AttentionDots::int8_query: std::fprintf(stderr, "attention dots: int8_query\n"); break;
-        case AttentionDots::int8_query_bf16_p: std::fprintf(stderr, "attention dots: int8_query_bf16_p\n"); break;
-        case AttentionDots::f32: break;
-      }
-    }
+    if (!gpu_attention)
+      std::fprintf(stderr, "attention dots: %s\n", basalt::cpu::attention_dots_name(basalt::cpu::attention_dots(
+                                                        basalt::selected_isa(), kv.type(), model->spec().head_dim)));
     if (basalt::parse_placement(offload.gpu).any() && !exec.offloading())
       throw basalt::Error("BASALT_GPU=" + offload.gpu + " but nothing runs on a GPU: " + exec.offload_plan());
     std::vector<float> logits(static_cast<size_t>(n * V));
