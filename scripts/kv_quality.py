@@ -4,7 +4,11 @@
 # llama.cpp (through llama-cpp-python: its q8_0 and q4_0 caches, flash
 # attention on, as quantized values need) on the same GGUF file, the same
 # windows (ctx tokens, stride ctx / 2, every token after the first scored
-# once: basalt perplexity's scheme), each against its own f16 cache.
+# once: basalt perplexity's scheme), each against its own f16 cache: the
+# perplexity, and the mean KL divergence of the next-token distributions from
+# the f16 cache's (basalt perplexity --kl-base f16; for llama.cpp computed
+# here from both caches' logits), with the share of tokens whose most likely
+# next token stays the same.
 #
 #   .venv/bin/python scripts/kv_quality.py [-m MODEL.gguf] [-f TEXT] [--ctx 512] [--no-llama]
 #
@@ -17,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/python"))
 import perplexity_windows  # noqa: E402  (basalt perplexity's windows)
@@ -25,14 +31,17 @@ LLAMA_TYPES = {"f16": (1, 1), "q8_0": (8, 8), "q4_0": (2, 2), "k q8_0, v q4_0": 
 
 
 def basalt_ppl(args, kv_type):
+    """(perplexity, tokens, KL mean or None, same top or None)"""
+    kl = [] if kv_type == "f16" else ["--kl-base", "f16"]
     out = subprocess.run([args.basalt, "perplexity", "-m", args.model, "-f", args.file, "--ctx", str(args.ctx),
-                          "--kv-type", kv_type, "--json", "-t", str(args.threads)],
+                          "--kv-type", kv_type, "--json", "-t", str(args.threads), *kl],
                          check=True, capture_output=True, text=True).stdout
     r = json.loads(out.strip().splitlines()[-1])
-    return r["perplexity"], r["tokens"]
+    return r["perplexity"], r["tokens"], r.get("kl_mean"), r.get("same_top")
 
 
-def llama_ppl(args, type_k, type_v):
+def llama_logits(args, type_k, type_v):
+    """(tokens, logits_of(window)) of a llama.cpp context with that cache."""
     from llama_cpp import Llama
     llm = Llama(model_path=args.model, n_ctx=args.ctx, n_batch=args.ctx, n_threads=args.threads, logits_all=True,
                 type_k=type_k, type_v=type_v, flash_attn=True, verbose=False)
@@ -41,11 +50,22 @@ def llama_ppl(args, type_k, type_v):
     def logits_of(window):
         llm.reset()
         llm.eval(window)
-        return llm.scores[: len(window)]
+        return np.array(llm.scores[: len(window)])
+    return tokens, logits_of
 
-    ppl, _ = perplexity_windows.perplexity(tokens, args.ctx, args.ctx // 2, logits_of)
-    del llm
-    return ppl, len(tokens)
+
+def llama_ppl(args, type_k, type_v, base):
+    """As basalt_ppl; base: the f16 context's logits_of, or None for the f16 row."""
+    tokens, logits_of = llama_logits(args, type_k, type_v)
+    if base is None:
+        return perplexity_windows.perplexity(tokens, args.ctx, args.ctx // 2, logits_of)[0], len(tokens), None, None
+    kl, same, ppl = perplexity_windows.kl_divergence(tokens, args.ctx, args.ctx // 2, base, logits_of)
+    return ppl, len(tokens), kl.mean(), same
+
+
+def row(engine, cache, ppl, n, base, kl, same):
+    kl_text = f"{kl:.5f} | {100 * same:.2f}%" if kl is not None else "| "
+    return f"| {engine} | {cache} | {n} | {ppl:.4f} | {100 * (ppl / base - 1):+.2f}% | {kl_text} |"
 
 
 def main():
@@ -60,19 +80,21 @@ def main():
     if not args.model:
         args.model = subprocess.check_output([sys.executable, str(ROOT / "scripts/default_model.py")], text=True).strip()
     print(f"# {Path(args.model).name}, {Path(args.file).name}, ctx {args.ctx}, stride {args.ctx // 2}")
-    print("| engine | cache | tokens | perplexity | vs its f16 |\n| --- | --- | --- | --- | --- |")
+    print("| engine | cache | tokens | perplexity | vs its f16 | KL from its f16 | same top token |\n"
+          "| --- | --- | --- | --- | --- | --- | --- |")
     base = None
     for t in BASALT_TYPES:
-        ppl, n = basalt_ppl(args, t)
+        ppl, n, kl, same = basalt_ppl(args, t)
         base = base or ppl
-        print(f"| basalt | {t} | {n} | {ppl:.4f} | {100 * (ppl / base - 1):+.2f}% |", flush=True)
+        print(row("basalt", t, ppl, n, base, kl, same), flush=True)
     if args.no_llama:
         return
-    base = None
+    base, base_logits = None, None
     for name, (tk, tv) in LLAMA_TYPES.items():
-        ppl, n = llama_ppl(args, tk, tv)
-        base = base or ppl
-        print(f"| llama.cpp | {name} | {n} | {ppl:.4f} | {100 * (ppl / base - 1):+.2f}% |", flush=True)
+        ppl, n, kl, same = llama_ppl(args, tk, tv, base_logits)
+        if base is None:
+            base, base_logits = ppl, llama_logits(args, tk, tv)[1]
+        print(row("llama.cpp", name, ppl, n, base, kl, same), flush=True)
 
 
 if __name__ == "__main__":

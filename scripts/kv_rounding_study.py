@@ -128,7 +128,7 @@ def main() -> int:
     }
     side = {"n": 0, "k": None, "v": None}
 
-    def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:  # attention() rounds k, then v
+    def round_kv(x: np.ndarray, kv_type: str, rotated: bool = False) -> np.ndarray:  # attention() rounds k, then v
         which = "k" if side["n"] % 2 == 0 else "v"
         side["n"] += 1
         return schemes[side[which]](x) if side[which] else x

@@ -88,12 +88,17 @@ layout(push_constant) uniform Params {
   uint value_block_bytes, value_scales;  // the values' (k8v4: not the keys'); Q4: bytes to the f16 scales
   uint sinks;         // with a window: positions [0, sinks) seen too
   float softcap;      // > 0: a score s becomes softcap tanh(s / softcap) (Gemma 2)
+  uint rot_block;     // q8 keys stored rotated (kv_cache.h's kv_keys_rotated): the rotation's block; 0: not
+  float rot_scale;    // and its 1 / sqrt(rot_block)
 } p;
 
 shared float qs[ROWS][MAX_DIMS * 64];
 shared float ps[ROWS][BLOCK];
 const uint WG = BLOCK, RED_N = ROWS;
 #include "group_reduce.glsl"
+uint rotated_row;  // the row of qs that kv_rotate_shared turns
+#define KV_ROTATE_AT(i) qs[rotated_row][i]
+#include "kv_rotate.glsl"
 
 void main() {
   const uint j = gl_LocalInvocationID.x, t0 = gl_WorkGroupID.y * TQ, hd = p.head_dim;
@@ -120,6 +125,8 @@ void main() {
     for (uint d = j; d < hd; d += BLOCK) qs[r][d] = real ? q[p.q_offset + (t0 + tq) * p.ldq + (h0 + g) * hd + d] * p.scale : 0.0;
   }
   barrier();
+  if (p.rot_block != 0)  // as the keys were stored: (H q) . (H k) = q . k
+    for (rotated_row = 0; rotated_row < ROWS; ++rotated_row) kv_rotate_shared(hd, p.rot_block, p.rot_scale);
 
   float m[ROWS], l[ROWS], acc[ROWS][MAX_DIMS];
   for (uint r = 0; r < ROWS; ++r) {

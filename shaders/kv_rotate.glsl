@@ -5,19 +5,24 @@
 // of n dimensions, the same butterflies (a + c, a - c) as kv_rotate, then
 // times scale (1 / sqrt(n), computed by the host as the CPU computes it), so
 // the device's rotated values are the CPU's bit for bit. The includer
-// declares xs and WG.
+// declares WG, and xs, or defines KV_ROTATE_AT(i) as the vector's element i
+// in shared memory (attention.comp: a row of its queries).
+
+#ifndef KV_ROTATE_AT
+#define KV_ROTATE_AT(i) xs[i]
+#endif
 
 void kv_rotate_shared(uint hd, uint n, float scale) {
   barrier();
   for (uint h = 1; h < n; h *= 2) {
     for (uint q = gl_LocalInvocationID.x; q < hd / 2; q += WG) {  // pair q: in block q / (n / 2)
       const uint base = q / (n / 2) * n, qq = q % (n / 2), i = base + qq / h * 2 * h + qq % h;
-      const float a = xs[i], c = xs[i + h];
-      xs[i] = a + c;
-      xs[i + h] = a - c;
+      const float a = KV_ROTATE_AT(i), c = KV_ROTATE_AT(i + h);
+      KV_ROTATE_AT(i) = a + c;
+      KV_ROTATE_AT(i + h) = a - c;
     }
     barrier();
   }
-  for (uint d = gl_LocalInvocationID.x; d < hd; d += WG) xs[d] *= scale;
+  for (uint d = gl_LocalInvocationID.x; d < hd; d += WG) KV_ROTATE_AT(d) *= scale;
   barrier();
 }

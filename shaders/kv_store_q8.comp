@@ -9,6 +9,8 @@
 // written with atomics; a value's bytes are its own, 4 to a word. Offsets in
 // bytes; the caches are read as words. `sides`: bit 0 keys, bit 1 values (a
 // k8v4 cache stores only its keys here, its values with kv_store_q4.comp).
+// Keys are rotated first where rot_block says (kv_cache.h's kv_keys_rotated:
+// kv_rotate.glsl, bit for bit the CPU's rotation).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 
@@ -21,14 +23,27 @@ layout(binding = 3) readonly buffer Base { uint base[]; };  // per token: the bl
 layout(binding = 4) buffer KC { uint kc[]; };
 layout(binding = 5) buffer VC { uint vc[]; };
 
-layout(push_constant) uniform Params { uint kv_dim, head_dim, sides; } p;
+layout(push_constant) uniform Params {
+  uint kv_dim, head_dim, sides;
+  uint rot_block;   // keys rotated over blocks of this many dimensions; 0: not rotated
+  float rot_scale;  // 1 / sqrt(rot_block), as kv_rotate computes it
+} p;
 
-const uint BLOCK = 64, WG = 64, RED_N = 1;
+const uint BLOCK = 64, WG = 64, RED_N = 1, MAX_DIMS = 256;
+shared float xs[MAX_DIMS];  // the key head being stored, rotated
 #include "group_reduce.glsl"
+#include "kv_rotate.glsl"
 
-float x_at(bool key, uint i) { return key ? k[i] : v[i]; }
+// The key head from k[row], rotated, into xs (every invocation calls it).
+void load_key(uint row) {
+  for (uint d = gl_LocalInvocationID.x; d < p.head_dim; d += WG) xs[d] = k[row + d];
+  if (p.rot_block != 0) kv_rotate_shared(p.head_dim, p.rot_block, p.rot_scale);
+  barrier();
+}
 
-// max|x| over the head's values, for every invocation.
+float x_at(bool key, uint i) { return key ? xs[i] : v[i]; }
+
+// max|x| over the head's values (keys: xs from 0, values: v from row), for every invocation.
 float head_amax(bool key, uint row) {
   float m[1];
   m[0] = 0.0;
@@ -52,11 +67,12 @@ void main() {
   const uint scale_word = (blk + p.kv_dim * BLOCK + (h * BLOCK + jj) * 4) / 4;
 
   if ((p.sides & 1u) != 0u) {
-    const float ka = head_amax(true, row), kinv = finite_inverse(ka);
+    load_key(row);
+    const float ka = head_amax(true, 0), kinv = finite_inverse(ka);
     for (uint d = j; d < hd; d += WG) {
       const uint byte = blk + (h * hd + d) * BLOCK + jj, shift = (byte % 4) * 8;
       atomicAnd(kc[byte / 4], ~(0xFFu << shift));
-      atomicOr(kc[byte / 4], quantize(k[row + d], kinv) << shift);
+      atomicOr(kc[byte / 4], quantize(xs[d], kinv) << shift);
     }
     if (j == 0) kc[scale_word] = floatBitsToUint(ka / 127.0);
   }

@@ -44,6 +44,11 @@ std::string kv_type_unsupported(KvType type, int64_t head_dim) {
   return "";
 }
 
+bool kv_keys_rotated(KvType type, int64_t head_dim) {
+  const bool covered = (head_dim & (head_dim - 1)) == 0 || head_dim % 32 == 0;  // kv_rotation_block's blocks
+  return kv_side_type(type, 0) == KvType::q8 && covered && head_dim <= KvCache::kMaxQ4HeadDim;
+}
+
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
   float amax = 0;
   for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
@@ -425,6 +430,12 @@ void KvCache::store_side(int kv, int64_t layer, int seq, int64_t pos, const floa
       }
       continue;
     }
+    float rotated[kMaxQ4HeadDim];
+    if (kv == 0 && kv_keys_rotated(type_, head_dim_)) {
+      std::memcpy(rotated, xh, static_cast<size_t>(head_dim_) * 4);
+      kv_rotate(rotated, head_dim_);
+      xh = rotated;
+    }
     int8_t* e = reinterpret_cast<int8_t*>(block) + index(kv, h, 0, j);
     const float scale = quantize_kv_q8(xh, head_dim_, e, index(kv, h, 1, j) - index(kv, h, 0, j));
     std::memcpy(block + head_scales_offset(kv, h) + j * 4, &scale, 4);
@@ -510,7 +521,7 @@ void KvCache::store_halves(int64_t layer, int seq, int64_t pos, const uint16_t* 
 
 float KvCache::element(int kv, int64_t layer, int seq, int64_t pos, int64_t i) const {
   const KvType type = kv_side_type(type_, kv);
-  if (type == KvType::q4) {  // values: the head un-rotated
+  if (type == KvType::q4 || (kv == 0 && kv_keys_rotated(type_, head_dim_))) {  // the head un-rotated
     float head[kMaxQ4HeadDim];
     read_head(kv, layer, seq, pos, i / head_dim_, head);
     return head[i % head_dim_];
@@ -559,6 +570,7 @@ void KvCache::read_head(int kv, int64_t layer, int seq, int64_t pos, int64_t h, 
   std::memcpy(&scale, block + head_scales_offset(kv, h) + j * 4, 4);
   const int8_t* e = reinterpret_cast<const int8_t*>(block) + first;
   for (int64_t d = 0; d < hd; ++d) out[d] = scale * static_cast<float>(e[d * stride]);
+  if (kv == 0 && kv_keys_rotated(type_, hd)) kv_rotate(out, hd);
 }
 
 }  // namespace basalt

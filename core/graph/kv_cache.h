@@ -3,7 +3,8 @@
 // stored as f16, as int8 with one f32 scale per (position, KV head)
 // (KvType::q8: half the memory and half the bytes a decode step reads;
 // per-head absmax, so a key or value vector keeps its relative precision
-// whatever its size), or as 4-bit codes (KvType::q4: 30% of f16's bytes).
+// whatever its size; keys rotated first, kv_keys_rotated), or as 4-bit codes
+// (KvType::q4: 30% of f16's bytes).
 // q4 keys are rounded per channel: each (KV head, dim) over a group of
 // kKeyGroup positions, with an f16 step and minimum (asymmetric), because
 // keys' channels differ in size and offset far more than positions do
@@ -77,6 +78,14 @@ const char* kv_type_name(KvType type);
 KvType parse_kv_type(std::string_view name);  // "f16", "q8", "q4" or "k8v4"; Error otherwise
 // How a cache of `type` stores its keys (kv = 0) or values (kv = 1): f16, q8 or q4.
 KvType kv_side_type(KvType type, int kv);
+// Whether a cache of `type` stores each key head rotated (kv_rotation.h):
+// q8 keys (q8, k8v4), where the rotation's blocks cover head_dim (a power of
+// two, or a multiple of 32). A few large channels (Gemma 3's keys) would set
+// a head's one int8 scale and leave the other channels few levels; rotated,
+// every channel holds a share of them (docs/PERFORMANCE.md 5.2: a twentieth
+// of the KL). Attention rotates the query alike, (H q) . (H k) = q . k, and
+// key() / key_head() undo it.
+bool kv_keys_rotated(KvType type, int64_t head_dim);
 // Why a model's heads cannot be cached as `type` ("" when they can): q4 needs
 // head_dim a multiple of its 32-dimension groups.
 std::string kv_type_unsupported(KvType type, int64_t head_dim);

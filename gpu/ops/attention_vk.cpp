@@ -22,6 +22,8 @@ struct Push {
   uint32_t value_block_bytes, value_scales;
   uint32_t sinks;
   float softcap;
+  uint32_t rot_block;  // q8 keys stored rotated: the rotation's block (0: not)
+  float rot_scale;
 };
 struct MergePush {
   uint32_t n_head, head_dim, splits, ldo, o_offset;
@@ -94,6 +96,8 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
   const Tiling tile = tiling(op);
   const Pipeline& pipe = device.pipeline({tile.shader(device, op.kv_type), 7, sizeof(Push), {}});
   const int64_t splits = splits_for(op, tile);
+  const bool rotated = kv_keys_rotated(op.kv_type, op.head_dim);  // the shader rotates the query rows alike
+  const int64_t rot = kv_rotation_block(op.head_dim);
   const Push push{u32(op.n_tok, "tokens"),
                   u32(op.n_head, "heads"),
                   u32(op.n_head / op.n_head_kv, "group"),
@@ -112,7 +116,9 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
                   u32(KvCache::block_bytes(op.n_head_kv, op.head_dim, op.kv_type, 1), "value block bytes"),
                   u32(scales_offset(op.n_head_kv * op.head_dim, kv_side_type(op.kv_type, 1)), "value scales"),
                   u32(op.window > 0 ? op.sinks : 0, "sinks"),
-                  op.softcap};
+                  op.softcap,
+                  u32(rotated ? rot : 0, "rotation"),
+                  1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
   const Buffer& part = splits > 1 ? *op.partial : *op.o;  // bound either way; written only when split
   if (splits > 1 && op.partial->size() < static_cast<size_t>(op.n_tok * op.n_head * splits * (2 + op.head_dim) * 4))
     throw GpuError("attention: the partials buffer is smaller than attention_partial_bytes()");
@@ -125,6 +131,19 @@ void attention(Device& device, Stream& stream, const AttentionOp& op) {
 }
 
 namespace {
+// kv_store_q8.comp's: sides bit 0 keys, bit 1 values; the keys' rotation (kv_keys_rotated), 0: none.
+struct Q8StorePush {
+  uint32_t kv_dim, head_dim, sides, rot_block;
+  float rot_scale;
+};
+Q8StorePush q8_store_push(const KvStoreOp& op, uint32_t sides) {
+  const int64_t rot = kv_rotation_block(op.head_dim);
+  if (kv_keys_rotated(op.kv_type, op.head_dim) && op.head_dim > 256) throw GpuError("kv_store: rotated q8 keys of head_dim past 256");
+  return {u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), sides,
+          kv_keys_rotated(op.kv_type, op.head_dim) ? u32(rot, "rotation") : 0u,
+          1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
+}
+
 // q4: the keys (q4) and values in kv_store_q4.comp, one workgroup per (KV
 // head, token): the keys rounded per group (phase 0, with the values), then staged (phase 1);
 // k8v4: the keys in kv_store_q8.comp, the values in kv_store_q4.comp.
@@ -134,9 +153,9 @@ void kv_store_q4(Device& device, Stream& stream, const KvStoreOp& op) {
   const Groups grid{u32(n_kv, "KV heads"), u32(op.n_tok, "tokens"), 1};
   const bool k8 = op.kv_type == KvType::k8v4;
   if (k8) {
-    const uint32_t push[3] = {u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), 1};
+    const Q8StorePush push = q8_store_push(op, 1);
     stream.dispatch(device.pipeline({"kv_store_q8", 6, sizeof push, {}}),
-                    {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), inout(*op.k_cache), in(*op.v_cache)}, push, sizeof push, grid);
+                    {in(*op.k), in(*op.v), in(*op.pos), in(*op.base), inout(*op.k_cache), in(*op.v_cache)}, &push, sizeof push, grid);
   } else if (!op.stage || !op.seq) {
     throw GpuError("kv_store: q4 keys need their stage and the tokens' sequences");
   }
@@ -185,10 +204,8 @@ void kv_stage_fill(Stream& stream, const Buffer& stage, const KvCache& kv, int64
 void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;
   if (op.kv_type == KvType::q4 || op.kv_type == KvType::k8v4) return kv_store_q4(device, stream, op);
-  struct {
-    uint32_t kv_dim, head_dim, sides;
-  } push{u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), 3};
   const bool q8 = op.kv_type == KvType::q8;
+  const Q8StorePush push = q8_store_push(op, 3);  // f16's shaders read its first three words
   if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
   // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.
   const int64_t x = q8 ? op.kv_dim / op.head_dim : (op.kv_dim + 63) / 64;

@@ -93,7 +93,7 @@ def main() -> int:
                            f"relative difference {rel:.2e}")
         rel = abs(q8["base_perplexity"] - f16["perplexity"]) / f16["perplexity"]
         check(rel <= 1e-9, f"its f16 base: {q8['base_perplexity']:.9f}, the f16 run's {f16['perplexity']:.9f}")
-        kl, same_top = perplexity_windows.kl_divergence(tokens, CTX, STRIDE, base_ref, q8_ref)
+        kl, same_top, _ = perplexity_windows.kl_divergence(tokens, CTX, STRIDE, base_ref, q8_ref)
         check(len(kl) == q8["scored"] and abs(q8["kl_mean"] / kl.mean() - 1) <= 0.05 and abs(q8["same_top"] - same_top) <= 0.01,
               f"KL(f16 || q8): basalt mean {q8['kl_mean']:.3e}, same top {q8['same_top']:.4f}; "
               f"reference {kl.mean():.3e}, {same_top:.4f}")

@@ -41,14 +41,17 @@ def perplexity(tokens: Sequence[int], ctx: int, stride: int,
 
 
 def kl_divergence(tokens: Sequence[int], ctx: int, stride: int, base_logits_of: Callable[[Sequence[int]], np.ndarray],
-                  logits_of: Callable[[Sequence[int]], np.ndarray]) -> tuple[np.ndarray, float]:
+                  logits_of: Callable[[Sequence[int]], np.ndarray]) -> tuple[np.ndarray, float, float]:
     """basalt perplexity --kl-base's figures: KL(base || this) at every scored
-    token (natural log), and the share of them where both rank the same token first."""
-    kl, same = [], 0
+    token (natural log), the share of them where both rank the same token
+    first, and this one's perplexity."""
+    kl, same, nll = [], 0, 0.0
     for begin, end, first in windows(len(tokens), ctx, stride):
         w = tokens[begin:end]
-        lb, lt = log_softmax(base_logits_of(w))[first - begin:end - 1 - begin], log_softmax(logits_of(w))[first - begin:end - 1 - begin]
+        lb = log_softmax(base_logits_of(w))[first - begin:end - 1 - begin]
+        lt = log_softmax(logits_of(w))[first - begin:end - 1 - begin]
         kl.append((np.exp(lb) * (lb - lt)).sum(axis=-1))
         same += int((lb.argmax(axis=-1) == lt.argmax(axis=-1)).sum())
+        nll -= lt[np.arange(len(lt)), np.asarray(w[first - begin + 1:])].sum()
     kl = np.concatenate(kl)
-    return kl, same / len(kl)
+    return kl, same / len(kl), math.exp(nll / len(kl))

@@ -208,13 +208,33 @@ def q8_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q.astype(np.float64), (amax / np.float32(127)).astype(np.float64)
 
 
-def round_kv(x: np.ndarray, kv_type: str) -> np.ndarray:
+def kv_rotation(hd: int) -> np.ndarray:
+    """core/graph/kv_rotation.h's H for a head of hd dimensions: the normalized
+    Walsh-Hadamard matrix over blocks of hd (a power of two) or 32 dimensions;
+    orthogonal and symmetric, so its own inverse."""
+    n = hd if hd & (hd - 1) == 0 else 32
+    h = np.array([[1.0]])
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return np.kron(np.eye(hd // n), h / np.sqrt(n))
+
+
+def keys_rotated(kv_type: str, hd: int) -> bool:
+    """kv_cache.h's kv_keys_rotated: q8 keys where the rotation covers the head."""
+    return kv_type == "q8" and (hd & (hd - 1) == 0 or hd % 32 == 0) and hd <= 512
+
+
+def round_kv(x: np.ndarray, kv_type: str, rotated: bool = False) -> np.ndarray:
     """What the engine's KV cache holds of x [n_tok, n_kv, hd]. f16: x (its
     rounding error is far inside every bound); q8 (basalt --kv-type q8): per
     (token, head) int8 with scale max|x| / 127, x * (127 / max|x|) rounded to
-    nearest even, as core/graph/kv_cache.cpp's quantize_kv_q8."""
+    nearest even, as core/graph/kv_cache.cpp's quantize_kv_q8; rotated (the
+    keys, keys_rotated): of H x, read back as H (its rounding)."""
     if kv_type != "q8":
         return x
+    if rotated:
+        rot = kv_rotation(x.shape[-1])
+        return round_kv(x @ rot, kv_type) @ rot
     q, scale = q8_codes(x)
     return (q.astype(np.float32) * scale.astype(np.float32)).astype(x.dtype)
 
@@ -241,7 +261,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     local_rope = m.own_local_rope and m.local(i)
     freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
-    k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type)
+    rotated = keys_rotated(kv_type, hd)
+    k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type, rotated)
     v_cached = v
     v = round_kv(v, kv_type)
     group = m.n_head // m.n_head_kv                                # query heads per kv head
@@ -253,10 +274,11 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
         k, v = to_bf16(k.astype(np.float16)), to_bf16(v.astype(np.float16))
     if dots.startswith("int8_query") and hd % 4 == 0:  # q8 keys' int8 dots: the scaled query per head in int8
-        qs = (q / np.sqrt(scale_dim)).astype(np.float32)
+        rot = kv_rotation(hd) if rotated else np.eye(hd)  # (rotated as the keys were)
+        qs = ((q / np.sqrt(scale_dim)) @ rot).astype(np.float32)
         amax = np.abs(qs).max(axis=-1, keepdims=True)
         inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, np.float32(1)), np.float32(0))
-        q = (np.rint(qs * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) * np.sqrt(scale_dim)
+        q = ((np.rint(qs * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) @ rot) * np.sqrt(scale_dim)
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
     if m.attn_softcap:
         scores = m.attn_softcap * np.tanh(scores / m.attn_softcap)

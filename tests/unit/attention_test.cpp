@@ -401,15 +401,17 @@ TEST_P(AttentionIsa, UnwrittenSlotsAreNeverUsed) {
 
 // The q8 cache against the f16 one, through the reference: int8 with a scale
 // per (position, KV head) keeps attention's output within NMSE 1e-4 of f16's
-// for scores of order 1, 1e-3 for a sharp softmax (scores of tens, where a
-// key's rounding error dq moves its weight by e^(q.dq)): measured <1e-4 and
-// 5.6e-4. A wrong scale or layout gives ~1.
+// for scores of order 1, 2e-3 for a sharp softmax (scores of tens, where a
+// key's rounding error dq moves its weight by e^(q.dq)): measured 1.03e-4 and
+// 8.5e-4 with the keys rotated (<1e-4 and 5.6e-4 before: Gaussian keys stay
+// Gaussian rotated, so that is the draw of roundings, not a loss; keys with
+// large channels gain: Q8KeysAreStoredRotated). A wrong scale or layout gives ~1.
 TEST(Attention, Q8CacheStaysCloseToF16) {
   double worst = 0;
   for (const Case& c : kCases) {
     const double e = nmse(run(c, nullptr, KvType::q8), run(c, nullptr, KvType::f16));
     worst = std::max(worst, e);
-    EXPECT_LE(e, c.q_scale > 1 ? 1e-3 : 1e-4) << c.name();
+    EXPECT_LE(e, c.q_scale > 1 ? 2e-3 : 2e-4) << c.name();
   }
   std::printf("[ info ] q8 cache: worst NMSE against f16: %.3g\n", worst);
 }
@@ -557,7 +559,7 @@ TEST(Attention, ReferenceWindowSeesTheLastPositions) {
 // kernels read as vectors), values as rows, q8 scales after each; every
 // (layer, sequence, position) its own, in a paged cache whose blocks interleave.
 TEST(KvCache, BlocksPerHead) {
-  const ModelSpec spec = heads_spec(2, 3, 8);
+  const ModelSpec spec = heads_spec(2, 3, 12);  // 12: q8 keys not rotated (kv_keys_rotated), so exact
   constexpr int64_t B = KvCache::kBlock;
   const int64_t n_ctx = 2 * B + 5, kvd = spec.kv_dim(), hd = spec.head_dim;
   // Distinct values, exact in f16 and, per head, in q8 (integers up to 127 with a head's largest 127: scale 1).
@@ -621,7 +623,7 @@ TEST(KvCache, BlocksPerHead) {
 // free again; a sequence goes back only as far as its ring still holds the
 // window, and starting over lets go of them all.
 TEST(KvCache, RingsHoldEachRunAndItsWindow) {
-  ModelSpec spec = heads_spec(2, 2, 32);
+  ModelSpec spec = heads_spec(2, 2, 24);  // 24: q8 keys not rotated, so the integers below stay exact
   spec.sliding_window = 100, spec.swa_period = 2;  // layer 0 windowed, layer 1 global
   const int64_t n_ctx = 1000, kvd = spec.kv_dim();
   KvCache kv(spec, n_ctx, 2, KvType::q8, 16);
@@ -641,7 +643,7 @@ TEST(KvCache, RingsHoldEachRunAndItsWindow) {
 
   // Exact in q8: integers up to 127 with each head's largest 127.
   auto item = [&](int seq, int64_t pos, int64_t i) {
-    return i % 32 == 0 ? 127.0f : static_cast<float>((seq * 7 + pos * 3 + i) % 100);
+    return i % 24 == 0 ? 127.0f : static_cast<float>((seq * 7 + pos * 3 + i) % 100);
   };
   auto store = [&](KvCache& c, int seq, int64_t pos, int data_seq) {
     std::vector<float> x(static_cast<size_t>(kvd));
@@ -954,6 +956,59 @@ TEST(KvCache, Q8Rounding) {
   quantize_kv_q8(x, 4, strided, 2);
   EXPECT_EQ(strided[2], 2);
   EXPECT_EQ(strided[6], 127);
+}
+
+// q8 keys are stored rotated where the rotation covers the head
+// (kv_keys_rotated): the codes are quantize_kv_q8 of H k, key() and
+// key_head() give k back, and on keys with a few large channels (as Gemma
+// 3's) the dot products with a query err far less than with the unrotated
+// rounding: a fifth here (RMS; measured 0.18 and 0.23).
+TEST(KvCache, Q8KeysAreStoredRotated) {
+  for (KvType t : {KvType::q8, KvType::k8v4}) {
+    for (int64_t hd : {4, 16, 64, 96, 128, 256}) EXPECT_TRUE(kv_keys_rotated(t, hd)) << hd;
+    for (int64_t hd : {12, 24, 72, 80}) EXPECT_FALSE(kv_keys_rotated(t, hd)) << hd;
+  }
+  for (KvType t : {KvType::f16, KvType::q4}) EXPECT_FALSE(kv_keys_rotated(t, 64));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 1);
+  for (int64_t hd : {64, 256}) {
+    const ModelSpec spec = heads_spec(1, 1, hd);
+    KvCache kv(spec, 64, 1, KvType::q8);
+    double err_rotated = 0, err_plain = 0;
+    for (int64_t pos = 0; pos < 64; ++pos) {
+      std::vector<float> k(static_cast<size_t>(hd)), q(k.size()), v(k.size(), 0.0f), rk(k.size()), back(k.size());
+      for (int64_t d = 0; d < hd; ++d) {
+        k[d] = nd(rng) * (d % 37 == 5 ? 30.0f : 1.0f);  // a few large channels
+        q[d] = nd(rng);
+      }
+      kv.store(0, 0, pos, k.data(), v.data());
+      rk = k;
+      kv_rotate(rk.data(), hd);
+      std::vector<int8_t> codes(k.size()), plain(k.size());
+      const float scale = quantize_kv_q8(rk.data(), hd, codes.data());
+      const uint8_t* block = kv.key_block(0, 0, pos);
+      float stored_scale;
+      std::memcpy(&stored_scale, block + kv.head_scales_offset(0, 0) + pos * 4, 4);
+      ASSERT_EQ(stored_scale, scale);
+      for (int64_t d = 0; d < hd; ++d)
+        ASSERT_EQ(reinterpret_cast<const int8_t*>(block)[d * KvCache::kBlock + pos], codes[d]) << hd << " " << d;
+      kv.key_head(0, 0, pos, 0, back.data());
+      const float plain_scale = quantize_kv_q8(k.data(), hd, plain.data());
+      double exact = 0, got = 0, unrotated = 0;
+      for (int64_t d = 0; d < hd; ++d) {
+        ASSERT_NEAR(back[d], k[d], scale * std::sqrt(static_cast<float>(hd))) << hd << " " << d;
+        ASSERT_EQ(back[d], kv.key(0, 0, pos, d));
+        exact += static_cast<double>(q[d]) * k[d];
+        got += static_cast<double>(q[d]) * back[d];
+        unrotated += static_cast<double>(q[d]) * plain_scale * plain[d];
+      }
+      err_rotated += (got - exact) * (got - exact);
+      err_plain += (unrotated - exact) * (unrotated - exact);
+    }
+    std::printf("[ info ] head_dim %lld: q.k error rotated / unrotated %.3f\n", static_cast<long long>(hd),
+                std::sqrt(err_rotated / err_plain));
+    EXPECT_LT(std::sqrt(err_rotated / err_plain), 0.4) << hd;
+  }
 }
 
 // q4 keys' stages (the group being written of each layer and sequence, 72

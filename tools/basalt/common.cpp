@@ -27,7 +27,7 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool model_is_positional)
                  "quantize F32/F16/BF16 weights at load, round-to-nearest: q8 (Q8_0), or q4 (Q4_0; embedding and output Q8_0)")
       ->check(CLI::IsMember({"q8", "q4"}));
   app.add_option("--kv-type", o.kv_type,
-                 "KV cache type: f16, q8 (int8 with a scale per position and KV head: half the memory and the "
+                 "KV cache type: f16, q8 (int8 with a scale per position and KV head, keys rotated first: half the memory and the "
                  "bytes decode reads at depth), q4 (4-bit: keys per channel and 32 positions, values per 32 dimensions: 30% "
                  "of f16's bytes; its quality cost: docs/PERFORMANCE.md 5.2), or k8v4 (keys q8, values q4: 41%)")
       ->check(CLI::IsMember({"f16", "q8", "q4", "k8v4"}));
