@@ -82,8 +82,8 @@ void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only whe
 // scale per row (max |q| / 127, to nearest even), as llama.cpp's q8_0 does
 // (not for a lone query row per KV head, a decode without GQA: there laying
 // out the keys for vpdpbusd costs more than it saves, and scores stay f32).
-// The forward tests' reference repeats it for the f16 and q8 caches
-// (tools/dump_logits says which; it does not model the 4-bit ones).
+// The forward tests' reference repeats it for every cache type
+// (tools/dump_logits says which: tests/python/reference_forward.py).
 // int8_query_bf16_p: that, and on the bf16 builds q8 (or k8v4's q4) values
 // through bf16 P V: the softmax weights times the values' scales rounded to
 // bf16 (the codes are exact).

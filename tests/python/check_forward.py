@@ -252,7 +252,8 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         print(f"check_forward: FAIL {model_path}: {e}", file=sys.stderr)
         return 1
     trace: dict = {}
-    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16", dots)
+    ref = reference_forward.forward_model(model, tokens, trace, ns.kv_type or "f16", dots,
+                                          ns.ubatch or 512)  # dump_logits' runs: BASALT_UBATCH or 512
     if ns.keep:
         np.save(work / "reference.npy", ref)
     ok, report = evaluate(model, tokens, got, ns.nmse_max, ns.argmax_min, ns.atol, ns.rtol,
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the engine with this GPU placement (BASALT_GPU; as basalt --gpu)")
     p.add_argument("--gpu-portable", default="", metavar="FEATURES",
                    help="device features the shaders may not use (BASALT_GPU_PORTABLE: 1, or e.g. integer_dot)")
-    p.add_argument("--kv-type", default="", choices=("", "f16", "q8"),
+    p.add_argument("--kv-type", default="", choices=("", "f16", "q8", "q4", "k8v4"),
                    help="the engine's KV cache type (BASALT_KV_TYPE; the reference rounds alike)")
     p.add_argument("--gpu-memory-mib", type=int, default=0, metavar="MIB",
                    help="cap the device memory the engine uses (BASALT_GPU_MEMORY_MIB; as basalt --gpu-memory)")

@@ -38,7 +38,7 @@ class Case:
     ubatch: int = 0                  # tokens per engine batch (BASALT_UBATCH): 0 = all at once
     gpu_fail_after: int = -1         # BASALT_GPU_FAIL_AFTER: the device is "lost" after this many GPU nodes
     gpu_memory_mib: int = 0          # BASALT_GPU_MEMORY_MIB: the device memory the engine may use
-    kv_type: str = ""                # BASALT_KV_TYPE: the engine's KV cache (the reference rounds alike); "" = f16
+    kv_type: str = ""                # BASALT_KV_TYPE: the engine's KV cache (f16, q8, q4, k8v4; the reference rounds alike); "" = f16
     gpu_portable: str = ""           # BASALT_GPU_PORTABLE: device features the shaders may not use
     base: str = ""                   # the CPU case this one varies: its llama.cpp error bounds this one too
     window: int = 0                  # BASALT_WINDOW (basalt --window; the reference masks alike): 0 = off
@@ -181,6 +181,19 @@ _Q8 = (("", ("llama_q8_0_4layers_long", "llama_gqa4_f32", "llama_hd32_q8_0", "qw
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_q8_{n}", gpu=g, kv_type="q8",
                               base=n)
           for g, names in _Q8 for n in names]
+# The 4-bit caches (q4; k8v4: q8 keys, q4 values) on f32 weights, where the
+# reference rounds K and V as the cache does and the products as the kernels
+# do, so the base's bound holds: head dims 64 and 32, the prompt in one run and
+# in runs of 7 (a q4 key group is rounded again as its positions arrive: the
+# stage), on the device in runs of 7 and attention decoding token by token.
+# (On quantized weights the engine's keys differ from the reference's by the
+# weights' error, and the 4-bit codes turn that into a larger logit error
+# than the llama.cpp-based bounds allow.)
+_Q4 = (("", 0, ("llama_hd64_f32", "llama_hd32_explicit_f32")), ("", 7, ("llama_hd64_f32",)),
+       ("all", 7, ("llama_hd64_f32",)), ("attn", 1, ("llama_hd64_f32",)))
+CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_{t}_{n}{f'_runs_of_{u}' if u else ''}",
+                              gpu=g, ubatch=u, kv_type=t, base=n)
+          for t in ("q4", "k8v4") for g, u, names in _Q4 for n in names]
 # The tiled GEMM's f16-arithmetic variant for qa weights (chosen where a
 # device has f16 arithmetic but no integer dot products; lavapipe has both).
 CASES += [dataclasses.replace(_BASE[n], name=f"gpu_all_fp16_{n}", gpu="all", gpu_portable="integer_dot",

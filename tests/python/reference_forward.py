@@ -221,7 +221,7 @@ def kv_rotation(hd: int) -> np.ndarray:
 
 def keys_rotated(kv_type: str, hd: int) -> bool:
     """kv_cache.h's kv_keys_rotated: q8 keys where the rotation covers the head."""
-    return kv_type == "q8" and (hd & (hd - 1) == 0 or hd % 32 == 0) and hd <= 512
+    return KV_SIDES.get(kv_type, ("f16",))[0] == "q8" and (hd & (hd - 1) == 0 or hd % 32 == 0) and hd <= 512
 
 
 def round_kv(x: np.ndarray, kv_type: str, rotated: bool = False) -> np.ndarray:
@@ -239,8 +239,50 @@ def round_kv(x: np.ndarray, kv_type: str, rotated: bool = False) -> np.ndarray:
     return (q.astype(np.float32) * scale.astype(np.float32)).astype(x.dtype)
 
 
+KV_SIDES = {"f16": ("f16", "f16"), "q8": ("q8", "q8"), "q4": ("q4", "q4"), "k8v4": ("q8", "q4")}  # (keys, values)
+
+
+def f16(x: np.ndarray) -> np.ndarray:
+    """float32 x rounded to f16 (to nearest even), as float32."""
+    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def q4_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """basalt's q4 keys of x [n_tok, n_kv, hd], every position stored in one
+    run: (codes, step, minimum), each [n_tok, n_kv, hd] (a position's its
+    group's), key ~ minimum + step * code. Per channel (KV head, dim) over
+    groups of 32 positions, the positions in f16 (the stage's), float32 as
+    core/graph/kv_cache.cpp's quantize_kv_q4_keys and KeyRounding."""
+    xf = f16(x)
+    codes, step, minimum = np.empty_like(xf), np.empty_like(xf), np.empty_like(xf)
+    for g in range(0, len(xf), 32):
+        blk = xf[g:g + 32]
+        lo, hi = blk.min(axis=0), blk.max(axis=0)
+        d, mn = f16((hi - lo) / np.float32(15)), f16(lo)
+        ok = (d > 0) & np.isfinite(d)
+        inv = np.where(ok, np.float32(1) / np.where(ok, d, np.float32(1)), np.float32(0)).astype(np.float32)
+        codes[g:g + 32] = np.clip(np.floor((blk - mn) * inv + np.float32(0.5)), 0, 15)
+        step[g:g + 32], minimum[g:g + 32] = d, mn
+    return codes.astype(np.float64), step.astype(np.float64), minimum.astype(np.float64)
+
+
+def q4_values(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """basalt's q4 values of x [n_tok, n_kv, hd]: (codes - 8, scale), each
+    [n_tok, n_kv, hd] (a dim's its group's), of the rotated head H x ~ scale *
+    (code - 8): per 32 dims llama.cpp's q4_0, d = m / -8 with m the first
+    value of largest magnitude, as core/graph/kv_cache.cpp's quantize_kv_q4."""
+    n, kv, hd = x.shape
+    y = (x @ kv_rotation(hd)).astype(np.float32).reshape(n, kv, hd // 32, 32)
+    m = np.take_along_axis(y, np.abs(y).argmax(axis=-1)[..., None], axis=-1)
+    d = m / np.float32(-8)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    codes = np.trunc(np.clip(y * inv + np.float32(8.5), 0, 15))
+    scale = np.broadcast_to(f16(d), y.shape)
+    return (codes - 8).reshape(n, kv, hd).astype(np.float64), scale.reshape(n, kv, hd).astype(np.float64)
+
+
 def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
-              dots: str = "f32") -> np.ndarray:
+              dots: str = "f32", ubatch: int = 0) -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
     p = f"blk.{i}."
     n_tok, hd = h.shape[0], m.head_dim
@@ -261,25 +303,38 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     local_rope = m.own_local_rope and m.local(i)
     freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
-    rotated = keys_rotated(kv_type, hd)
-    k = round_kv(rope(k, pos, m.n_rot, freqs, mscale, neox), kv_type, rotated)
-    v_cached = v
-    v = round_kv(v, kv_type)
+    k = rope(k, pos, m.n_rot, freqs, mscale, neox)
+    key_side, value_side = KV_SIDES.get(kv_type, ("f16", "f16"))
     group = m.n_head // m.n_head_kv                                # query heads per kv head
-    k = np.repeat(k, group, axis=1)                                # [n_tok, n_head, hd]
-    v = np.repeat(v, group, axis=1)
+    rep = lambda x: np.repeat(x, group, axis=1)                    # [n_tok, n_kv, .] -> [n_tok, n_head, .]
     scale_dim = m.scale_dim
-    bf16_dots = dots == "bf16" and hd % 32 == 0
-    if bf16_dots:  # the engine's f16 cache through bf16 dot products (cpu/attention.h): what it rounds
-        q = to_bf16(q / np.sqrt(scale_dim)) * np.sqrt(scale_dim)
-        k, v = to_bf16(k.astype(np.float16)), to_bf16(v.astype(np.float16))
-    if dots.startswith("int8_query") and hd % 4 == 0:  # q8 keys' int8 dots: the scaled query per head in int8
-        rot = kv_rotation(hd) if rotated else np.eye(hd)  # (rotated as the keys were)
-        qs = ((q / np.sqrt(scale_dim)) @ rot).astype(np.float32)
-        amax = np.abs(qs).max(axis=-1, keepdims=True)
+    qs = q / np.sqrt(scale_dim)                                    # the query as the kernels scale it
+    rotated = keys_rotated(kv_type, hd)
+    if dots == "bf16" and key_side == "f16" and hd % 32 == 0:      # the f16 cache through bf16 dots: what it rounds
+        qs = to_bf16(qs)
+    if dots.startswith("int8_query") and key_side == "q8" and hd % 4 == 0:  # the scaled query per head in int8
+        rot = kv_rotation(hd) if rotated else np.eye(hd)           # (rotated as the keys were)
+        qr = (qs @ rot).astype(np.float32)
+        amax = np.abs(qr).max(axis=-1, keepdims=True)
         inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, np.float32(1)), np.float32(0))
-        q = ((np.rint(qs * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) @ rot) * np.sqrt(scale_dim)
-    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale_dim)  # [n_head, n_tok, n_tok]
+        qs = (np.rint(qr * inv).astype(np.float64) * (amax / np.float32(127)).astype(np.float64)) @ rot
+    if key_side == "q4":
+        # A chunk's queries (ubatch tokens a run) see its keys' groups rounded over the positions stored so far.
+        scores = np.zeros((m.n_head, n_tok, n_tok))
+        for c0 in range(0, n_tok, ubatch or n_tok):
+            c1 = min(n_tok, c0 + (ubatch or n_tok))
+            codes, step, mn = (rep(a) for a in q4_keys(k[:c1]))
+            if dots == "bf16" and hd % 32 == 0:  # the query times a group's steps in bf16, on the codes, plus the minimums' term
+                qg = to_bf16(qs[c0:c1, None].astype(np.float32) * step[None].astype(np.float32))  # [query, key, head, dim]
+                scores[:, c0:c1, :c1] = (np.einsum("ijhd,jhd->hij", qg, codes - 8)
+                                         + np.einsum("ihd,jhd->hij", qs[c0:c1], mn + 8 * step))
+            else:
+                scores[:, c0:c1, :c1] = np.einsum("ihd,jhd->hij", qs[c0:c1], mn + step * codes)
+    else:
+        kk = rep(round_kv(k, key_side, rotated))
+        if dots == "bf16" and key_side == "f16" and hd % 32 == 0:
+            kk = to_bf16(kk.astype(np.float16))
+        scores = np.einsum("ihd,jhd->hij", qs, kk)
     if m.attn_softcap:
         scores = m.attn_softcap * np.tanh(scores / m.attn_softcap)
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
@@ -288,19 +343,32 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         outside[:, :m.sinks] = False                               # but the attention sinks
         masked |= outside
     scores[:, masked] = -np.inf
-    if dots == "int8_query_bf16_p" and kv_type == "q8" and hd % 32 == 0:
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    bf16_p = (dots == "bf16" or dots == "int8_query_bf16_p") and hd % 32 == 0
+    if value_side == "q4":
+        cm8, vscale = (rep(a) for a in q4_values(v))
+        if bf16_p:  # P times each group's scales in bf16, on the codes, over the unrounded sum
+            out = np.empty((n_tok, m.n_head, hd))
+            for g in range(0, hd, 32):
+                wg = to_bf16(e * vscale[:, :, g].T[:, None, :])
+                out[..., g:g + 32] = np.einsum("hij,jhd->ihd", wg, cm8[..., g:g + 32])
+            out /= e.sum(axis=-1).T[..., None]
+        else:
+            out = np.einsum("hij,jhd->ihd", e / e.sum(axis=-1, keepdims=True), vscale * cm8)
+        out = out @ kv_rotation(hd)                                # the values were stored rotated
+    elif value_side == "q8" and dots == "int8_query_bf16_p" and hd % 32 == 0:
         # the weights exp(s - max) times each value's scale in bf16, on the codes, over the unrounded sum
-        codes, scale = q8_codes(v_cached)
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        w = to_bf16(e * np.repeat(scale[..., 0], group, axis=1).T[:, None, :]) / e.sum(axis=-1, keepdims=True)
-        v = np.repeat(codes, group, axis=1)
-    elif bf16_dots:  # P V takes the weights exp(s - max) in bf16, divided by their unrounded sum
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        w = to_bf16(e) / e.sum(axis=-1, keepdims=True)
+        codes, scale = q8_codes(v)
+        w = to_bf16(e * rep(scale)[..., 0].T[:, None, :]) / e.sum(axis=-1, keepdims=True)
+        out = np.einsum("hij,jhd->ihd", w, rep(codes))
     else:
-        w = softmax(scores)
-    out = np.einsum("hqk,khd->qhd", w, v).reshape(n_tok, m.n_head * hd)
-    return out @ m.get(p + "attn_output.weight").T
+        vv = rep(round_kv(v, value_side))
+        if value_side == "f16" and bf16_p and key_side == "f16":  # P V with the weights in bf16, over their unrounded sum
+            w, vv = to_bf16(e) / e.sum(axis=-1, keepdims=True), to_bf16(vv.astype(np.float16))
+        else:
+            w = e / e.sum(axis=-1, keepdims=True)
+        out = np.einsum("hij,jhd->ihd", w, vv)
+    return out.reshape(n_tok, m.n_head * hd) @ m.get(p + "attn_output.weight").T
 
 
 def router_margin(logits: np.ndarray, k: int) -> np.ndarray:
@@ -342,11 +410,16 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
 
 
 def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_type: str = "f16",
-                  dots: str = "f32") -> np.ndarray:
+                  dots: str = "f32", ubatch: int = 0) -> np.ndarray:
     """Logits [n_tokens, n_vocab] float32 for tokens at positions 0..n-1, with
-    the engine's KV cache type (round_kv) and what its attention kernels
-    round (dots: "f32", nothing; "bf16", q, k, v and the softmax weights of
-    heads of whole 32-dim vectors; "int8_query", the query to int8 per head).
+    the engine's KV cache type (f16, q8: round_kv; q4 and k8v4's q4 side:
+    q4_keys, q4_values) and what its attention kernels round (dots: "f32",
+    nothing; "bf16", q, k, v and the softmax weights of heads of whole 32-dim
+    vectors, or with a q4 cache the query times the keys' steps and the
+    weights times the values' scales; "int8_query", the query to int8 per
+    head; "int8_query_bf16_p", that and the weights times q8 or q4 values'
+    scales in bf16). ubatch: the engine's tokens per run, which q4 keys'
+    groups depend on (each run rounds its groups over the positions so far).
 
     trace, if given, receives "router_margin": [n_tokens], the smallest
     router_margin over the MoE layers (absent for dense models)."""
@@ -363,7 +436,7 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     for i in range(m.n_layer):
         p = f"blk.{i}."
         x = x + post(i, "post_attention_norm",
-                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type, dots))
+                     attention(m, i, rms_norm(x, m.get(p + "attn_norm.weight"), m.eps), pos, kv_type, dots, ubatch))
         x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied
