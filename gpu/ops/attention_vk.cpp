@@ -138,7 +138,8 @@ struct Q8StorePush {
 };
 Q8StorePush q8_store_push(const KvStoreOp& op, uint32_t sides) {
   const int64_t rot = kv_rotation_block(op.head_dim);
-  if (kv_keys_rotated(op.kv_type, op.head_dim) && op.head_dim > 256) throw GpuError("kv_store: rotated q8 keys of head_dim past 256");
+  if (kv_side_type(op.kv_type, 0) == KvType::q8 && op.head_dim > 256)  // the shader's key head in shared memory
+    throw GpuError("kv_store: q8 keys of head_dim past 256");
   return {u32(op.kv_dim, "kv_dim"), u32(op.head_dim, "head_dim"), sides,
           kv_keys_rotated(op.kv_type, op.head_dim) ? u32(rot, "rotation") : 0u,
           1.0f / std::sqrt(static_cast<float>(rot))};  // kv_rotate's
