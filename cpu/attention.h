@@ -29,6 +29,7 @@ struct AttentionTile {
   //   key:   k + b, element (h * head_dim + d) * kCacheBlock + j
   //   value: v + b, element (h * kCacheBlock + j) * head_dim + d
   // and, q8, times its scale: float (h * kCacheBlock + j) at ks + b (keys), vs + b (values); f16: ks = vs = nullptr.
+  // q8 keys where kv_keys_rotated(key_type, head_dim): the elements are H k's (kv_rotation.h); the kernels rotate q.
   // q4 (kv_cache.h): nibbles, k and v at KV head 0's bytes, ks at its keys' f16 steps [2][head_dim] and
   // minimums [2][head_dim] (per 32 positions), vs at its values' f16 scales [head_dim / 32][kCacheBlock].
   KvType key_type, value_type;  // f16, q8 or q4 each
@@ -78,7 +79,8 @@ void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only whe
 // and heads of head_dim: the f16 cache's bf16 dots (and the q4 cache's, where
 // bf16 takes the query times the keys' steps and the softmax weights times
 // the values' scales: 4-bit codes are exact in it), or the q8 keys' scores as
-// int8 dots (AVX-512 VNNI, vpdpbusd) of the query rounded to int8 with a
+// int8 dots (AVX-512 VNNI, vpdpbusd) of the query (rotated as the keys,
+// kv_keys_rotated) rounded to int8 with a
 // scale per row (max |q| / 127, to nearest even), as llama.cpp's q8_0 does
 // (not for a lone query row per KV head, a decode without GQA: there laying
 // out the keys for vpdpbusd costs more than it saves, and scores stay f32).

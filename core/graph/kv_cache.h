@@ -80,11 +80,12 @@ KvType parse_kv_type(std::string_view name);  // "f16", "q8", "q4" or "k8v4"; Er
 KvType kv_side_type(KvType type, int kv);
 // Whether a cache of `type` stores each key head rotated (kv_rotation.h):
 // q8 keys (q8, k8v4), where the rotation's blocks cover head_dim (a power of
-// two, or a multiple of 32). A few large channels (Gemma 3's keys) would set
-// a head's one int8 scale and leave the other channels few levels; rotated,
-// every channel holds a share of them (docs/PERFORMANCE.md 5.2: a twentieth
-// of the KL). Attention rotates the query alike, (H q) . (H k) = q . k, and
-// key() / key_head() undo it.
+// two, or a multiple of 32) and head_dim <= kMaxQ4HeadDim. A few large
+// channels (Gemma 3's keys) would set a head's one int8 scale and leave the
+// other channels few levels; rotated, every channel holds a share of them
+// (docs/PERFORMANCE.md 5.2: on Gemma 3 the keys' own rounding loses a
+// twentieth of the KL, the whole q8 cache a third). Attention rotates the
+// query alike, (H q) . (H k) = q . k, and key() / key_head() undo it.
 bool kv_keys_rotated(KvType type, int64_t head_dim);
 // Why a model's heads cannot be cached as `type` ("" when they can): q4 needs
 // head_dim a multiple of its 32-dimension groups.

@@ -5,8 +5,10 @@
 // channels would set the scale of their whole group of 32 and leave the rest a
 // code or two; rotated, every dimension holds a share of them and the 16 codes
 // cover the values. Attention is unchanged: sum_j p_j H v_j = H (sum_j p_j
-// v_j), so the kernels rotate their outputs, not each value. (q4 keys are
-// rounded per channel instead, which serves them better: no rotation.)
+// v_j), so the kernels rotate their outputs, not each value. q8 keys are
+// rotated too (kv_keys_rotated), for their one scale per head; the kernels
+// rotate the query rows for them: (H q) . (H k) = q . k. (q4 keys are rounded
+// per channel instead, which serves them better: no rotation.)
 #pragma once
 
 #include <cstdint>

@@ -206,7 +206,7 @@ void kv_store(Device& device, Stream& stream, const KvStoreOp& op) {
   if (op.n_tok <= 0) return;
   if (op.kv_type == KvType::q4 || op.kv_type == KvType::k8v4) return kv_store_q4(device, stream, op);
   const bool q8 = op.kv_type == KvType::q8;
-  const Q8StorePush push = q8_store_push(op, 3);  // f16's shaders read its first three words
+  const Q8StorePush push = q8_store_push(op, 3);  // f16's shaders read its first two words
   if (q8 && op.head_dim % 4) throw GpuError("kv_store: a q8 cache needs head_dim a multiple of 4");
   // f16: an invocation per (element, token); q8: a workgroup per (KV head, token), which quantizes the head.
   const int64_t x = q8 ? op.kv_dim / op.head_dim : (op.kv_dim + 63) / 64;

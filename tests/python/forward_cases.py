@@ -185,14 +185,16 @@ CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv
 # reference rounds K and V as the cache does and the products as the kernels
 # do, so the base's bound holds: head dims 64 and 32, the prompt in one run and
 # in runs of 7 (a q4 key group is rounded again as its positions arrive: the
-# stage), on the device in runs of 7 and attention decoding token by token.
+# stage, runs across a group's end), on the device in runs of 7 and attention
+# decoding token by token; 80 tokens: two whole key groups and a third, the
+# second in a block's high nibbles.
 # (On quantized weights the engine's keys differ from the reference's by the
 # weights' error, and the 4-bit codes turn that into a larger logit error
 # than the llama.cpp-based bounds allow.)
 _Q4 = (("", 0, ("llama_hd64_f32", "llama_hd32_explicit_f32")), ("", 7, ("llama_hd64_f32",)),
        ("all", 7, ("llama_hd64_f32",)), ("attn", 1, ("llama_hd64_f32",)))
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_{t}_{n}{f'_runs_of_{u}' if u else ''}",
-                              gpu=g, ubatch=u, kv_type=t, base=n)
+                              gpu=g, ubatch=u, kv_type=t, base=n, n_tokens=80)  # 3 key groups, both nibbles
           for t in ("q4", "k8v4") for g, u, names in _Q4 for n in names]
 # The tiled GEMM's f16-arithmetic variant for qa weights (chosen where a
 # device has f16 arithmetic but no integer dot products; lavapipe has both).

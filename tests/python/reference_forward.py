@@ -343,6 +343,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         outside[:, :m.sinks] = False                               # but the attention sinks
         masked |= outside
     scores[:, masked] = -np.inf
+    # (The kernels' softmax keeps a running max per block of 64 keys, so past 64 keys the weights
+    # they round to bf16 are scaled otherwise than these: NMSE ~5e-9 on the f32 forward cases.)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     bf16_p = (dots == "bf16" or dots == "int8_query_bf16_p") and hd % 32 == 0
     if value_side == "q4":
