@@ -50,12 +50,17 @@ bool kv_keys_rotated(KvType type, int64_t head_dim) {
 }
 
 float quantize_kv_q8(const float* x, int64_t n, int8_t* q, int64_t q_stride) {
+  // std::max, not fmax, and the rounding below: this file is built for the baseline ISA, where
+  // fmax, fmin and nearbyint are calls per element (most of a 7B-shaped prefill's q8 store).
   float amax = 0;
-  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // a NaN is skipped, as fmax skips it
   const float d = amax / 127, inv = amax > 0 ? 127 / amax : 0;
   const float id = std::isfinite(inv) ? inv : 0;  // max|x| ~1e-38: zeros (off by at most that)
-  for (int64_t i = 0; i < n; ++i)  // clamped: a NaN or an infinity must not reach the int conversion
-    q[i * q_stride] = static_cast<int8_t>(std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(x[i] * id))));
+  // (v + 1.5 x 2^23) - 1.5 x 2^23 rounds v to nearest even (nearbyint's result) for |v| <= 2^22,
+  // and |x * id| <= 127 here; clamped: a NaN (from an infinity) must not reach the int conversion.
+  constexpr float kRound = 12582912.0f;
+  for (int64_t i = 0; i < n; ++i)
+    q[i * q_stride] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, (x[i] * id + kRound) - kRound)));
   return d;
 }
 
@@ -70,15 +75,15 @@ struct KeyRounding {
     const float d = f16_to_f32(step);
     inverse_step = d > 0 && std::isfinite(d) ? 1 / d : 0;
   }
-  uint8_t code(float x) const {  // clamped: a NaN or an infinity must not reach the int conversion
-    return static_cast<uint8_t>(std::fmin(15.0f, std::fmax(0.0f, std::floor((x - minimum) * inverse_step + 0.5f))));
+  uint8_t code(float x) const {  // floor(y + 0.5) clamped to 0..15: the conversion truncates y >= 0, and a NaN -> 0
+    return static_cast<uint8_t>(std::min(15.0f, std::max(0.0f, (x - minimum) * inverse_step + 0.5f)));
   }
 };
 }  // namespace
 
 uint32_t quantize_kv_q4_keys(const float* x, int64_t n, uint8_t* code) {
   float lo = INFINITY, hi = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) lo = std::fmin(lo, x[i]), hi = std::fmax(hi, x[i]);
+  for (int64_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);  // NaNs skipped
   const uint16_t step = f32_to_f16((hi - lo) / 15), minimum = f32_to_f16(lo);
   const KeyRounding rounding(step, minimum);
   for (int64_t i = 0; i < n; ++i) code[i] = rounding.code(x[i]);
@@ -90,8 +95,8 @@ uint16_t quantize_kv_q4(const float* x, uint8_t code[32]) {
   for (int i = 0; i < 32; ++i)
     if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), m = x[i];
   const float d = m / -8, id = d != 0 ? 1 / d : 0;
-  for (int i = 0; i < 32; ++i)  // clamped: a NaN or an infinity must not reach the int conversion
-    code[i] = static_cast<uint8_t>(std::fmin(15.0f, std::fmax(0.0f, x[i] * id + 8.5f)));
+  for (int i = 0; i < 32; ++i)  // clamped (std::max: a NaN -> 0): a NaN or an infinity must not reach the int conversion
+    code[i] = static_cast<uint8_t>(std::min(15.0f, std::max(0.0f, x[i] * id + 8.5f)));
   return f32_to_f16(d);
 }
 
@@ -500,7 +505,7 @@ void KvCache::store_q4_keys(int64_t layer, int seq, int64_t pos, int64_t n, cons
       *step = static_cast<uint16_t>(sm & 0xFFFF), *minimum = static_cast<uint16_t>(sm >> 16);
       lo = INFINITY, hi = -INFINITY;
       for (int64_t i = 0; i < count; ++i) {
-        lo = std::fmin(lo, xs[i]), hi = std::fmax(hi, xs[i]);
+        lo = std::min(lo, xs[i]), hi = std::max(hi, xs[i]);
         put_nibble(bytes[i], shift, code[i]);
       }
     }
