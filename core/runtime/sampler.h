@@ -35,6 +35,7 @@ class Sampler {
     int32_t id;
     float logit;
   };
+  static constexpr size_t kFirstHead = 256;  // candidates sorted first without top-k
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<Candidate> cand_;

@@ -117,6 +117,35 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   EXPECT_GT(h[2], 0);
 }
 
+// Without top-k the sampler sorts only a head of the candidates, longer until
+// it holds the truncation's cut (256, then 2048, then 16384 here): the kept
+// tokens must be what a full sort keeps. 3000 tokens of logit 0 (ties: by id)
+// over 47000 of -5: top-p 0.6 keeps ids 0-1990 (1991 / 3316.7 >= 0.6), min-p
+// 0.01 ids 0-2999 (e^-5 < 0.01); drawn uniformly, a draw past 2048 (a second
+// growth) comes in the first few hundred.
+TEST(Sampler, WithoutTopKTheHeadSortedHoldsTheCut) {
+  std::vector<float> logits(50000, -5.0f);
+  std::fill(logits.begin(), logits.begin() + 3000, 0.0f);
+  auto range = [&](SamplingParams p) {
+    const auto h = histogram(p, logits, 1000);
+    return std::make_pair(h.begin()->first, h.rbegin()->first);
+  };
+  SamplingParams top_p = plain(1.0f);
+  top_p.top_p = 0.6f;
+  const auto [lo_p, hi_p] = range(top_p);
+  EXPECT_LT(lo_p, 100);
+  EXPECT_GT(hi_p, 1900);
+  EXPECT_LE(hi_p, 1990);
+  SamplingParams min_p = plain(1.0f);
+  min_p.min_p = 0.01f;
+  const auto [lo_m, hi_m] = range(min_p);
+  EXPECT_LT(lo_m, 100);
+  EXPECT_GT(hi_m, 2900);
+  EXPECT_LE(hi_m, 2999);
+  SamplingParams none = plain(1.0f);  // nothing cut: the tail is drawn too (47000 x e^-5 = 9.5% of the mass)
+  EXPECT_GT(range(none).second, 3000);
+}
+
 TEST(Sampler, RepetitionPenaltyLowersSeenTokens) {
   std::vector<float> l = {2.0f, 1.9f, -3.0f};
   SamplingParams p = plain(0);
