@@ -20,7 +20,7 @@ the attention kernels do (the JSON names what they round), its base's must
 equal the plain f16 run's, and its KL divergence the reference's: the mean
 within 5% (the f16 cache's own rounding, which the reference leaves out,
 is part of what the engine measures: 0.5% here), the share of same top tokens within
-1%. The f16 cache against itself must give a KL of exactly 0.
+1%. The f16 cache against itself must give a KL of 0 (1e-9 at most).
 """
 from __future__ import annotations
 
@@ -82,8 +82,11 @@ def main() -> int:
               f"relative difference {rel:.2e}")
 
         same = run(a.basalt, t / "m.gguf", t / "text.txt", "--kl-base", "f16")
-        check(same["kl_max"] == 0 and same["same_top"] == 1 and same["base_perplexity"] == same["perplexity"],
-              f"f16 against f16: KL max {same['kl_max']}, same top {same['same_top']}")
+        # Two executors on the same batches: 0 where the kernels' sums do not depend on where their
+        # buffers lie (here), within rounding where a library's might (oneDNN's alignment peeling).
+        rel = abs(same["base_perplexity"] / same["perplexity"] - 1)
+        check(same["kl_max"] <= 1e-9 and same["same_top"] >= 0.99 and rel <= 1e-9,
+              f"f16 against f16: KL max {same['kl_max']}, same top {same['same_top']}, perplexities {rel:.1e} apart")
 
         q8 = run(a.basalt, t / "m.gguf", t / "text.txt", "--kv-type", "q8", "--kl-base", "f16")
         base_ref, q8_ref = reference("f16", q8["base_attention_dots"]), reference("q8", q8["attention_dots"])
