@@ -54,13 +54,16 @@ def llama_logits(args, type_k, type_v):
     return tokens, logits_of
 
 
-def llama_ppl(args, type_k, type_v, base):
-    """As basalt_ppl; base: the f16 context's logits_of, or None for the f16 row."""
-    tokens, logits_of = llama_logits(args, type_k, type_v)
-    if base is None:
-        return perplexity_windows.perplexity(tokens, args.ctx, args.ctx // 2, logits_of)[0], len(tokens), None, None
-    kl, same, ppl = perplexity_windows.kl_divergence(tokens, args.ctx, args.ctx // 2, base, logits_of)
-    return ppl, len(tokens), kl.mean(), same
+def llama_rows(args):
+    """(cache, perplexity, tokens, KL mean or None, same top or None) of each llama.cpp cache;
+    the f16 context, loaded once, is every other's base."""
+    tokens, base = llama_logits(args, *LLAMA_TYPES["f16"])
+    yield "f16", perplexity_windows.perplexity(tokens, args.ctx, args.ctx // 2, base)[0], len(tokens), None, None
+    for name, (type_k, type_v) in LLAMA_TYPES.items():
+        if name != "f16":
+            kl, same, ppl = perplexity_windows.kl_divergence(tokens, args.ctx, args.ctx // 2, base,
+                                                             llama_logits(args, type_k, type_v)[1])
+            yield name, ppl, len(tokens), kl.mean(), same
 
 
 def row(engine, cache, ppl, n, base, kl, same):
@@ -89,11 +92,9 @@ def main():
         print(row("basalt", t, ppl, n, base, kl, same), flush=True)
     if args.no_llama:
         return
-    base, base_logits = None, None
-    for name, (tk, tv) in LLAMA_TYPES.items():
-        ppl, n, kl, same = llama_ppl(args, tk, tv, base_logits)
-        if base is None:
-            base, base_logits = ppl, llama_logits(args, tk, tv)[1]
+    base = None
+    for name, ppl, n, kl, same in llama_rows(args):
+        base = base or ppl
         print(row("llama.cpp", name, ppl, n, base, kl, same), flush=True)
 
 

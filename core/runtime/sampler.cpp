@@ -73,24 +73,22 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
   double total = 0;  // top-p's denominator (an exp per candidate: only when it cuts)
   if (p_.top_p < 1.0f)
     for (size_t i = 0; i < n; ++i) total += std::exp(cand_[i].logit - mx);
-  for (;;) {
-    // Where top-p and min-p cut in the sorted head, if they do.
-    size_t cut = n;
-    double cum = 0;
-    for (size_t i = 0; i < sorted && cut == n; ++i) {
-      const double prob = std::exp(cand_[i].logit - mx);  // the largest's is 1
-      if (p_.min_p > 0 && i > 0 && prob < p_.min_p) cut = i;
-      else if (p_.top_p < 1.0f && (cum += prob / total) >= p_.top_p) cut = i + 1;
+  // Where top-p and min-p cut, read along the sorted head, which grows until it holds the cut.
+  size_t cut = n, at = 0;
+  double mass = 0;  // top-p's share of the head read so far
+  while (p_.top_p < 1.0f || p_.min_p > 0) {
+    for (; at < sorted && cut == n; ++at) {
+      const double prob = std::exp(cand_[at].logit - mx);  // the largest's is 1
+      if (p_.min_p > 0 && at > 0 && prob < p_.min_p) cut = at;
+      else if (p_.top_p < 1.0f && (mass += prob / total) >= p_.top_p) cut = at + 1;
     }
-    if (cut < n || sorted == n || (p_.top_p >= 1.0f && p_.min_p <= 0)) {
-      n = cut;
-      break;
-    }
+    if (cut < n || sorted == n) break;
     const size_t longer = std::min(n, 8 * sorted);
     std::partial_sort(cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.begin() + static_cast<std::ptrdiff_t>(longer),
                       cand_.end(), by_logit);
     sorted = longer;
   }
+  n = cut;
   // Temperature, then draw (over the kept head, or, untruncated, all in any order).
   std::vector<double> prob(n);
   total = 0;

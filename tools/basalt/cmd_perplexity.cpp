@@ -46,22 +46,23 @@ void run_perplexity(const PerplexityOptions& o) {
     std::fprintf(stderr, "\rbasalt: perplexity %lld/%lld tokens, %.0f s, ETA %.0f s   ", static_cast<long long>(done),
                  static_cast<long long>(total), s, eta);
   };
+  const KvType kv_type = parse_kv_type(o.model.kv_type);
   std::optional<KvType> kl_base;
   if (!o.kl_base.empty()) kl_base = parse_kv_type(o.kl_base);
-  const PerplexityResult r = perplexity(*model, tokens, o.ctx, stride, o.model.ubatch, parse_kv_type(o.model.kv_type),
-                                        kl_base, progress);
+  const PerplexityResult r = perplexity(*model, tokens, o.ctx, stride, o.model.ubatch, kv_type, kl_base, progress);
+  const double same_top = r.kl ? static_cast<double>(r.kl->same_top) / static_cast<double>(r.scored) : 0;
   std::fprintf(stderr, "\n");
   // What the attention kernels round with each cache (cpu/attention.h), by the reference's names.
   auto dots_of = [&](KvType t) { return cpu::attention_dots_name(cpu::attention_dots(selected_isa(), t, model->spec().head_dim)); };
   if (o.json) {
     nlohmann::json j = {{"file", o.file}, {"tokens", tokens.size()}, {"scored", r.scored}, {"ctx", o.ctx},
-                        {"stride", stride}, {"kv_type", kv_type_name(parse_kv_type(o.model.kv_type))},
-                        {"attention_dots", dots_of(parse_kv_type(o.model.kv_type))},
+                        {"stride", stride}, {"kv_type", kv_type_name(kv_type)},
+                        {"attention_dots", dots_of(kv_type)},
                         {"nll", r.nll}, {"perplexity", r.ppl()}};
     if (r.kl)
       j.update({{"kl_base", kv_type_name(*kl_base)}, {"base_attention_dots", dots_of(*kl_base)}, {"base_perplexity", r.base_ppl()}, {"kl_mean", r.kl->mean()},
                 {"kl_median", r.kl->quantile(0.5)}, {"kl_p99", r.kl->quantile(0.99)}, {"kl_max", r.kl->quantile(1)},
-                {"same_top", static_cast<double>(r.kl->same_top) / static_cast<double>(r.scored)}});
+                {"same_top", same_top}});
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -71,7 +72,7 @@ void run_perplexity(const PerplexityOptions& o) {
     std::printf("against the %s cache (perplexity %.4f, %+.2f%%): KL mean %.6f, median %.6f, 99%% %.6f, max %.6f; "
                 "same top token %.2f%%\n", kv_type_name(*kl_base), r.base_ppl(), 100 * (r.ppl() / r.base_ppl() - 1),
                 r.kl->mean(), r.kl->quantile(0.5), r.kl->quantile(0.99), r.kl->quantile(1),
-                100.0 * static_cast<double>(r.kl->same_top) / static_cast<double>(r.scored));
+                100 * same_top);
 }
 }  // namespace
 
