@@ -271,8 +271,14 @@ TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
       matmul({&w, x.data(), &kept, n_tok, got.data(), rows, 0, rows}, isa);
       ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * want.size()))
           << f.name << " " << isa_name(isa) << " tokens " << n_tok;
-      // A call may take fewer tokens than were quantized: the first ones.
+      // A call may take fewer tokens than were quantized: the first ones. It
+      // is compared with a call on those tokens alone, not with the longer
+      // call's rows: a kernel may pick another path for fewer tokens (AMX
+      // runs from kAmxMinTokens), and paths may round differently.
       const int64_t fewer = n_tok - 2;
+      QuantizedActs first;
+      quantize_activations(x.data(), fewer, cols, first);
+      matmul({&w, x.data(), &first, fewer, want.data(), rows, 0, rows}, isa);
       std::fill(got.begin(), got.end(), NAN);
       matmul({&w, x.data(), &kept, fewer, got.data(), rows, 0, rows}, isa);
       ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * static_cast<size_t>(fewer * rows)))
