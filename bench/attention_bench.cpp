@@ -36,7 +36,7 @@ struct HeadShape {
   int64_t n_head, n_head_kv, head_dim;
 };
 const HeadShape kShapes[] = {{"1.1b", 32, 4, 64}, {"7b", 32, 32, 128}};
-const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx};
 
 // A cache of `depth` past positions of random keys and values (written through
 // the op itself, one chunk at a time), kept for the next call of the same

@@ -99,25 +99,34 @@ void merge(const Work& w, const Merge& mg, int64_t group, int64_t hd, int64_t qd
 
 std::atomic<int> g_bf16_dots{-1};  // set_attention_bf16_dots; -1: from the CPU and BASALT_ATTENTION_BF16
 
-}  // namespace
-
-bool attention_bf16_dots() {
+// BASALT_ATTENTION_BF16 or set_attention_bf16_dots: 1 on, 0 off, -1 neither.
+int bf16_asked() {
   const int forced = g_bf16_dots.load();
   if (forced >= 0) return forced;
-  static const bool from_env = [] {
-    if (!cpu_has_avx512_bf16()) return false;
+  static const int from_env = [] {
     const char* env = std::getenv("BASALT_ATTENTION_BF16");
-    if (env && *env) return std::string_view(env) != "0";
-    return cpu_is_amd();  // where they are faster (cpu/attention.h)
+    return env && *env ? static_cast<int>(std::string_view(env) != "0") : -1;
   }();
   return from_env;
 }
 
+}  // namespace
+
+bool attention_bf16_dots() {
+  if (!cpu_has_avx512_bf16()) return false;
+  const int asked = bf16_asked();
+  return asked >= 0 ? asked == 1 : cpu_is_amd();  // where they are faster (cpu/attention.h)
+}
+
+bool attention_amx_tiles(Isa isa) { return isa == Isa::amx && bf16_asked() == -1; }
+
 void set_attention_bf16_dots(bool on) { g_bf16_dots = on && cpu_has_avx512_bf16(); }
+void reset_attention_bf16_dots() { g_bf16_dots = -1; }
 
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
 #if defined(BASALT_X86)
   if (isa < Isa::avx512) return AttentionDots::f32;
+  if (type == KvType::f16 && head_dim % 32 == 0 && attention_amx_tiles(isa)) return AttentionDots::bf16;
   if ((type == KvType::f16 || type == KvType::q4) && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::bf16;
   if ((type == KvType::q8 || type == KvType::k8v4) && head_dim % 32 == 0 && attention_bf16_dots())
     return AttentionDots::int8_query_bf16_p;
@@ -139,6 +148,7 @@ const char* attention_dots_name(AttentionDots dots) {
 
 const AttentionKernels* find_attention_kernels(Isa isa) {
 #if defined(BASALT_X86)
+  if (attention_amx_tiles(isa)) return kernels::attention_amx();
   if (isa >= Isa::avx512) return attention_bf16_dots() ? kernels::attention_avx512_bf16() : kernels::attention_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return kernels::attention_avx2();
 #endif

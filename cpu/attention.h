@@ -74,6 +74,13 @@ const AttentionKernels* find_attention_kernels(Isa isa);
 // asks for them where it has them; BASALT_ATTENTION_BF16=0 turns them off.
 bool attention_bf16_dots();
 void set_attention_bf16_dots(bool on);  // for tests and benchmarks: on only where the CPU has them
+void reset_attention_bf16_dots();       // back to the CPU's and BASALT_ATTENTION_BF16's choice
+// With isa amx and neither of those set, the f16 cache's scores and P V run
+// on AMX bf16 tiles (kernels::attention_amx: 16 x 16 x 32 products per
+// instruction, where vdpbf16ps is no faster than f32 FMAs on Intel), rounded
+// as the bf16 dots; the other caches as AVX-512 without the bf16 dots. Not
+// for a lone query row per KV head, as the int8 dots below.
+bool attention_amx_tiles(Isa isa);
 
 // What isa's kernels round beyond the cache itself, for a cache of this type
 // and heads of head_dim: the f16 cache's bf16 dots (and the q4 cache's, where
@@ -98,6 +105,7 @@ namespace kernels {
 const AttentionKernels* attention_avx2();    // cpu/x86/attention_avx2.cpp
 const AttentionKernels* attention_avx512();  // cpu/x86/attention_avx512.cpp
 const AttentionKernels* attention_avx512_bf16();  // cpu/x86/attention_bf16_avx512.cpp
+const AttentionKernels* attention_amx();  // cpu/x86/attention_amx.cpp
 #endif
 }  // namespace kernels
 

@@ -38,10 +38,11 @@ bool has_f16c() { return cpuid_bit(1, 0, 2, 29); }     // ECX 29
 bool has_avxvnni() { return cpuid_bit(7, 1, 0, 4); }   // leaf 7.1 EAX 4
 bool has_avx512_bf16() { return cpuid_bit(7, 1, 0, 5); }  // leaf 7.1 EAX 5
 
-// CPUID says whether the cores have AMX-TILE and AMX-INT8; Linux (5.16 on)
-// must also grant this process the tile state, once, before any thread uses it.
+// CPUID says whether the cores have AMX-TILE, AMX-INT8 and AMX-BF16 (every
+// AMX CPU so far has all three); Linux (5.16 on) must also grant this process
+// the tile state, once, before any thread uses it.
 bool amx_usable() {
-  if (!cpuid_bit(7, 0, 3, 24) || !cpuid_bit(7, 0, 3, 25)) return false;  // EDX: AMX-TILE, AMX-INT8
+  if (!cpuid_bit(7, 0, 3, 24) || !cpuid_bit(7, 0, 3, 25) || !cpuid_bit(7, 0, 3, 22)) return false;  // EDX: TILE, INT8, BF16
 #if defined(__linux__)
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;

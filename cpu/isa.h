@@ -3,8 +3,9 @@
 // forced with BASALT_ISA=scalar|avx2|avxvnni|avx512|amx (so every variant can
 // be tested). avxvnni is AVX2 with AVX-VNNI (the int8 dot product without
 // AVX-512: Intel client cores since Alder Lake); only the qa matmul differs.
-// amx is AVX-512 plus AMX int8 tiles (Intel Xeon since Sapphire Rapids, with
-// a kernel that grants them): only the qa matmul's prefill differs.
+// amx is AVX-512 plus AMX int8 and bf16 tiles (Intel Xeon since Sapphire
+// Rapids, with a kernel that grants them): the qa matmul's prefill and the
+// f16 cache's attention differ.
 #pragma once
 
 #include <string>

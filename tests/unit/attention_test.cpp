@@ -304,7 +304,7 @@ class AttentionIsa : public ::testing::TestWithParam<Isa> {
     }
   }
 };
-INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::avx2, Isa::avx512), testutil::isa_test_name);
+INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::avx2, Isa::avx512, Isa::amx), testutil::isa_test_name);
 
 TEST(Attention, ScalarRunsTheReference) {
   const Isa scalar = Isa::scalar;
@@ -318,14 +318,11 @@ TEST(Attention, ScalarRunsTheReference) {
 
 TEST_P(AttentionIsa, MatchesReference) { expect_matches_reference(GetParam()); }
 
-// Sets whether the f16 cache's dots run in bf16, for one scope.
+// Sets whether the f16 cache's dots run in bf16, for one scope; then back to the default.
 class Bf16Dots {
  public:
-  explicit Bf16Dots(bool on) : before_(cpu::attention_bf16_dots()) { cpu::set_attention_bf16_dots(on); }
-  ~Bf16Dots() { cpu::set_attention_bf16_dots(before_); }
-
- private:
-  bool before_;
+  explicit Bf16Dots(bool on) { cpu::set_attention_bf16_dots(on); }
+  ~Bf16Dots() { cpu::reset_attention_bf16_dots(); }
 };
 
 // Where the CPU has bf16 dot products, the AVX-512 kernels the other way
@@ -344,6 +341,22 @@ TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
     EXPECT_LT(worst[0], kMaxNmse);  // f16
     EXPECT_LT(worst[2], kMaxNmse);  // q4 (q8's keys keep their int8 dots)
   }
+}
+
+// On AMX CPUs the f16 cache's attention runs on bf16 tiles unless
+// BASALT_ATTENTION_BF16 says otherwise: rounded as the bf16 dots (within
+// their bound, above f32's: MatchesReference/amx), and back to the f32
+// kernels' exactness when they are turned off.
+TEST(Attention, AmxTilesUnlessTurnedOff) {
+  NEED_ISA(Isa::amx);
+  if (std::getenv("BASALT_ATTENTION_BF16")) GTEST_SKIP() << "BASALT_ATTENTION_BF16 is set: the default is not in use";
+  EXPECT_TRUE(cpu::attention_amx_tiles(Isa::amx));
+  EXPECT_FALSE(cpu::attention_amx_tiles(Isa::avx512));
+  EXPECT_EQ(cpu::AttentionDots::bf16, cpu::attention_dots(Isa::amx, KvType::f16, 64));
+  EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(Isa::amx, KvType::f16, 40));  // not whole tiles
+  Bf16Dots off(false);
+  EXPECT_FALSE(cpu::attention_amx_tiles(Isa::amx));
+  EXPECT_LT(expect_matches_reference(Isa::amx)[0], kMaxNmse);  // f16
 }
 
 // The default follows the CPU as Linux reports it (/proc/cpuinfo): bf16 dots

@@ -177,6 +177,7 @@ void bench(const BenchOptions& o) {
                               {"threads", thread_count()},
                               {"isa", isa_name(selected_isa())},
                               {"attention_bf16_dots", cpu::attention_bf16_dots()},  // cpu/attention.h
+                              {"attention_dots", cpu::attention_dots_name(cpu::attention_dots(selected_isa(), kv_type, spec.head_dim))},
                               {"n_prompt", o.n_prompt},
                               {"n_gen", o.n_gen},
                               {"depth", o.depth},
