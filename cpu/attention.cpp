@@ -20,7 +20,6 @@ namespace basalt::cpu {
 
 namespace {
 
-constexpr int64_t kTileRows = 32;        // query rows per tile and KV head: tokens x query heads of one KV head
 constexpr int64_t kPieceHeadDims = 512;  // KV heads of one piece: up to this many values of each cached row
 // Split key ranges until there are this many pieces per thread... Each piece
 // starts with its first block's read exposed, and the threads reach attention
@@ -173,7 +172,7 @@ void attention(const float* q, const float* k, const float* v, float* out, const
   Work& w = work;  // the caller's: OpenMP threads below must not see their own thread_local
 
   // Tiles: runs of consecutive tokens of one sequence.
-  const int64_t tile_tok = std::max<int64_t>(1, kTileRows / group);
+  const int64_t tile_tok = std::max<int64_t>(1, kern->tile_rows(kv.type(), hd) / group);
   w.tiles.clear();
   const int64_t window = spec.window_of(layer), sinks = spec.sinks_of(layer);
   for (int64_t t = 0; t < n;) {
