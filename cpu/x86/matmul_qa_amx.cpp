@@ -16,6 +16,7 @@
 
 #include "core/util/aligned.h"
 #include "cpu/matmul.h"
+#include "cpu/x86/amx_tile_config.h"
 #include "cpu/x86/qa_dispatch.h"
 #include "cpu/x86/qa_spans.h"
 #include "cpu/x86/qa_unpack_avx512.h"
@@ -48,16 +49,11 @@ constexpr int64_t kRunActBytes = int64_t{1} << 20;  // int8 activations of one r
 #define kBlo 4
 #define kBhi 5
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 template <bool kSplitHalves>
-const TileConfig& tile_config() {
-  static const TileConfig c = [] {
-    TileConfig t;
+const AmxTileConfig& tile_config() {
+  static const AmxTileConfig c = [] {
+    AmxTileConfig t;
     auto set = [&](int r, int rows, int colsb) { t.rows[r] = static_cast<uint8_t>(rows), t.colsb[r] = static_cast<uint16_t>(colsb); };
     if (kSplitHalves) {
       set(kClo, 16, 64), set(kChi, 16, 64), set(kAlo, 16, 16), set(kAhi, 16, 16), set(kBlo, 4, 64), set(kBhi, 4, 64);
