@@ -258,6 +258,7 @@ def check(binary: str, model_path: str, tokens: list[int] | None, n_tokens: int,
         np.save(work / "reference.npy", ref)
     ok, report = evaluate(model, tokens, got, ns.nmse_max, ns.argmax_min, ns.atol, ns.rtol,
                           ref=ref, trace=trace, llama_nmse=ns.llama_nmse)
+    print(f"attention dots: {dots}")
     print(report)
     return 0 if ok else 1
 

@@ -196,6 +196,12 @@ _Q4 = (("", 0, ("llama_hd64_f32", "llama_hd32_explicit_f32")), ("", 7, ("llama_h
 CASES += [dataclasses.replace(_BASE[n], name=f"{'gpu_' + g + '_' if g else ''}kv_{t}_{n}{f'_runs_of_{u}' if u else ''}",
                               gpu=g, ubatch=u, kv_type=t, base=n, n_tokens=80)  # 3 key groups, both nibbles
           for t in ("q4", "k8v4") for g, u, names in _Q4 for n in names]
+# The q8 cache on f32 weights with whole 64-dim tile rows, where the bound is
+# the base's: AMX CPUs take the prompt in one run on the int8 tiles, runs of 7
+# (14 query rows) on VNNI, which must make the same integers (cpu/attention.h).
+CASES += [dataclasses.replace(_BASE["llama_hd64_f32"], name=f"kv_q8_llama_hd64_f32{f'_runs_of_{u}' if u else ''}",
+                              ubatch=u, kv_type="q8", base="llama_hd64_f32", n_tokens=80)
+          for u in (0, 7)]
 # The tiled GEMM's f16-arithmetic variant for qa weights (chosen where a
 # device has f16 arithmetic but no integer dot products; lavapipe has both).
 CASES += [dataclasses.replace(_BASE[n], name=f"gpu_all_fp16_{n}", gpu="all", gpu_portable="integer_dot",

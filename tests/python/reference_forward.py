@@ -363,6 +363,17 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         codes, scale = q8_codes(v)
         w = to_bf16(e * rep(scale)[..., 0].T[:, None, :]) / e.sum(axis=-1, keepdims=True)
         out = np.einsum("hij,jhd->ihd", w, rep(codes))
+    elif value_side == "q8" and dots == "int8_query_int_p":
+        # the weights exp(s - max) times each value's scale, per block of 64 positions rounded to
+        # 15 bits over the block's largest (codes 0..32767), on the codes, over the unrounded sum
+        codes, scale = q8_codes(v)
+        w = e * rep(scale)[..., 0].T[:, None, :]
+        n = w.shape[-1]
+        blocks = np.pad(w, ((0, 0), (0, 0), (0, -n % 64))).reshape(w.shape[0], w.shape[1], -1, 64)
+        step = blocks.max(axis=-1, keepdims=True) / 32767
+        safe = np.where(step > 0, step, 1)
+        w = (np.rint(blocks / safe) * step).reshape(w.shape[0], w.shape[1], -1)[..., :n]
+        out = np.einsum("hij,jhd->ihd", w / e.sum(axis=-1, keepdims=True), rep(codes))
     else:
         vv = rep(round_kv(v, value_side))
         if value_side == "f16" and bf16_p and key_side == "f16":  # P V with the weights in bf16, over their unrounded sum
@@ -420,7 +431,8 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     vectors, or with a q4 cache the query times the keys' steps and the
     weights times the values' scales; "int8_query", the query to int8 per
     head; "int8_query_bf16_p", that and the weights times q8 or q4 values'
-    scales in bf16). ubatch: the engine's tokens per run, which q4 keys'
+    scales in bf16; "int8_query_int_p", that query and the weights times q8
+    values' scales to 15 bits per block of 64 positions). ubatch: the engine's tokens per run, which q4 keys'
     groups depend on (each run rounds its groups over the positions so far).
 
     trace, if given, receives "router_margin": [n_tokens], the smallest

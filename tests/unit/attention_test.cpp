@@ -250,7 +250,8 @@ double bound_of(const Case& c, KvType type, Isa isa) {
   switch (cpu::attention_dots(isa, type, c.head_dim)) {
     case cpu::AttentionDots::bf16: return sharp ? kMaxNmseBf16Sharp : kMaxNmseBf16;
     case cpu::AttentionDots::int8_query:
-    case cpu::AttentionDots::int8_query_bf16_p: return sharp ? kMaxNmseInt8QuerySharp : kMaxNmseInt8Query;
+    case cpu::AttentionDots::int8_query_bf16_p:
+    case cpu::AttentionDots::int8_query_int_p: return sharp ? kMaxNmseInt8QuerySharp : kMaxNmseInt8Query;
     case cpu::AttentionDots::f32: break;
   }
   return kMaxNmse;
@@ -283,6 +284,7 @@ std::vector<double> expect_matches_reference(Isa isa) {
                 dots == cpu::AttentionDots::bf16                ? " (bf16 dots)"
                 : dots == cpu::AttentionDots::int8_query        ? " (int8 dots)"
                 : dots == cpu::AttentionDots::int8_query_bf16_p ? " (int8 dots, bf16 P V)"
+                : dots == cpu::AttentionDots::int8_query_int_p  ? " (int8 dots, integer P V)"
                                                                 : "",
                 kv_type_name(type), worst);
     if (dots != cpu::AttentionDots::f32) {
@@ -343,7 +345,7 @@ TEST(Attention, Bf16DotsAndF32KernelsBothMatch) {
   }
 }
 
-// On AMX CPUs the f16 cache's attention runs on bf16 tiles unless
+// On AMX CPUs the f16 cache's attention runs on bf16 tiles (the q8 cache's on int8 ones) unless
 // BASALT_ATTENTION_BF16 says otherwise: rounded as the bf16 dots (within
 // their bound, above f32's: MatchesReference/amx), and back to the f32
 // kernels' exactness when they are turned off.
@@ -354,8 +356,11 @@ TEST(Attention, AmxTilesUnlessTurnedOff) {
   EXPECT_FALSE(cpu::attention_amx_tiles(Isa::avx512));
   EXPECT_EQ(cpu::AttentionDots::bf16, cpu::attention_dots(Isa::amx, KvType::f16, 64));
   EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(Isa::amx, KvType::f16, 40));  // not whole tiles
+  EXPECT_EQ(cpu::AttentionDots::int8_query_int_p, cpu::attention_dots(Isa::amx, KvType::q8, 64));
+  EXPECT_EQ(cpu::AttentionDots::int8_query, cpu::attention_dots(Isa::amx, KvType::q8, 96));  // not amx_int8_head
   Bf16Dots off(false);
   EXPECT_FALSE(cpu::attention_amx_tiles(Isa::amx));
+  EXPECT_EQ(cpu::AttentionDots::int8_query, cpu::attention_dots(Isa::amx, KvType::q8, 64));
   EXPECT_LT(expect_matches_reference(Isa::amx)[0], kMaxNmse);  // f16
 }
 
