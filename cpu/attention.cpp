@@ -126,7 +126,10 @@ AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
 #if defined(BASALT_X86)
   if (isa < Isa::avx512) return AttentionDots::f32;
   if (type == KvType::f16 && head_dim % 32 == 0 && attention_amx_tiles(isa)) return AttentionDots::bf16;
-  if (type == KvType::q8 && amx_int8_head(head_dim) && attention_amx_tiles(isa)) return AttentionDots::int8_query_int_p;
+  if (amx_int8_head(head_dim) && attention_amx_tiles(isa)) {
+    if (type == KvType::q8 || type == KvType::k8v4) return AttentionDots::int8_query_int_p;
+    if (type == KvType::q4) return AttentionDots::int_p;
+  }
   if ((type == KvType::f16 || type == KvType::q4) && head_dim % 32 == 0 && attention_bf16_dots()) return AttentionDots::bf16;
   if ((type == KvType::q8 || type == KvType::k8v4) && head_dim % 32 == 0 && attention_bf16_dots())
     return AttentionDots::int8_query_bf16_p;
@@ -143,6 +146,7 @@ const char* attention_dots_name(AttentionDots dots) {
     case AttentionDots::int8_query: return "int8_query";
     case AttentionDots::int8_query_bf16_p: return "int8_query_bf16_p";
     case AttentionDots::int8_query_int_p: return "int8_query_int_p";
+    case AttentionDots::int_p: return "int_p";
   }
   return "?";
 }

@@ -81,11 +81,11 @@ void reset_attention_bf16_dots();       // back to the CPU's and BASALT_ATTENTIO
 // With isa amx and neither of those set, the f16 cache's scores and P V run
 // on AMX bf16 tiles (kernels::attention_amx: 16 x 16 x 32 products per
 // instruction, where vdpbf16ps is no faster than f32 FMAs on Intel), rounded
-// as the bf16 dots; the q8 cache's (heads amx_int8_head takes) on int8
-// tiles for the scores and P V, rounded as int8_query_int_p below (decode's
-// rows on VNNI, which makes the same integers); the other caches as AVX-512
-// without the bf16 dots. Not for a lone query row per KV head, as the int8
-// dots below.
+// as the bf16 dots; for heads amx_int8_head takes, q8 keys' scores on int8
+// tiles and the q8 and q4 values' P V in integers (int8_query_int_p and
+// int_p below: whole tiles of rows on the tiles, decode's on VNNI, which
+// makes the same integers); the rest as AVX-512 without the bf16 dots. Not
+// for a lone query row per KV head, as the int8 dots below.
 bool attention_amx_tiles(Isa isa);
 
 // What isa's kernels round beyond the cache itself, for a cache of this type
@@ -101,13 +101,15 @@ bool attention_amx_tiles(Isa isa);
 // (tools/dump_logits says which: tests/python/reference_forward.py).
 // int8_query_bf16_p: that, and on the bf16 builds q8 (or k8v4's q4) values
 // through bf16 P V: the softmax weights times the values' scales rounded to
-// bf16 (the codes are exact). int8_query_int_p: that query, and on AMX the q8
-// values' P V in integers: each row's weights times the values' scales
-// rounded to 15 bits per block of 64 keys (codes 0..32767, scale the block's
-// largest / 32767), dotted with the value codes exactly.
-enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p, int8_query_int_p };
+// bf16 (the codes are exact). int8_query_int_p: that query, and on AMX the
+// q8 or q4 values' P V in integers: each row's weights times the values'
+// scales (q4: each group of 32 dims' own) rounded to 15 bits and a sign per
+// block of 64 keys (scale the block's largest magnitude / 32767), dotted with
+// the value codes exactly; int_p: that P V alone (the q4 cache, whose keys'
+// scores stay f32 there).
+enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p, int8_query_int_p, int_p };
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
-// The heads the q8 cache's AMX kernel takes: whole 64-byte tile rows, each
+// The heads the AMX integer attention takes: whole 64-byte tile rows, each
 // row's P V accumulators in registers.
 constexpr bool amx_int8_head(int64_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 const char* attention_dots_name(AttentionDots dots);  // "f32", "bf16", ...: the reference's name for it

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The AVX-512 attention tile kernel with the f16 cache's scores and P V on
-// AMX bf16 tiles and the q8 cache's on AMX int8 tiles (Intel Xeon since
-// Sapphire Rapids), the rest as attention_avx512.cpp: cpu/x86/attention_x86.inc,
+// AMX bf16 tiles and the quantized caches' in integers on AMX int8 tiles
+// (Intel Xeon since Sapphire Rapids), the rest as attention_avx512.cpp: cpu/x86/attention_x86.inc,
 // built with BASALT_ATTENTION_AMX. Chosen by cpu/attention.cpp on AMX CPUs.
 #include "cpu/x86/simd_avx512.h"
 

@@ -281,6 +281,17 @@ def q4_values(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (codes - 8).reshape(n, kv, hd).astype(np.float64), scale.reshape(n, kv, hd).astype(np.float64)
 
 
+def int15_per_block(w: np.ndarray) -> np.ndarray:
+    """w [heads, rows, positions] as the kernels' integer P V rounds it: per block
+    of 64 positions, to 15 bits and a sign over the block's largest magnitude
+    (codes -32767..32767)."""
+    n = w.shape[-1]
+    blocks = np.pad(w, ((0, 0), (0, 0), (0, -n % 64))).reshape(w.shape[0], w.shape[1], -1, 64)
+    step = np.abs(blocks).max(axis=-1, keepdims=True) / 32767
+    safe = np.where(step > 0, step, 1)
+    return (np.rint(blocks / safe) * step).reshape(w.shape[0], w.shape[1], -1)[..., :n]
+
+
 def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
               dots: str = "f32", ubatch: int = 0) -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
@@ -347,9 +358,16 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     # they round to bf16 are scaled otherwise than these: NMSE ~5e-9 on the f32 forward cases.)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     bf16_p = (dots == "bf16" or dots == "int8_query_bf16_p") and hd % 32 == 0
+    int_p = dots in ("int8_query_int_p", "int_p")
     if value_side == "q4":
         cm8, vscale = (rep(a) for a in q4_values(v))
-        if bf16_p:  # P times each group's scales in bf16, on the codes, over the unrounded sum
+        if int_p:  # P times each group's scales to 15 bits a block, on the codes, over the unrounded sum
+            out = np.empty((n_tok, m.n_head, hd))
+            for g in range(0, hd, 32):
+                wg = int15_per_block(e * vscale[:, :, g].T[:, None, :])
+                out[..., g:g + 32] = np.einsum("hij,jhd->ihd", wg, cm8[..., g:g + 32])
+            out /= e.sum(axis=-1).T[..., None]
+        elif bf16_p:  # P times each group's scales in bf16, on the codes, over the unrounded sum
             out = np.empty((n_tok, m.n_head, hd))
             for g in range(0, hd, 32):
                 wg = to_bf16(e * vscale[:, :, g].T[:, None, :])
@@ -363,16 +381,10 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         codes, scale = q8_codes(v)
         w = to_bf16(e * rep(scale)[..., 0].T[:, None, :]) / e.sum(axis=-1, keepdims=True)
         out = np.einsum("hij,jhd->ihd", w, rep(codes))
-    elif value_side == "q8" and dots == "int8_query_int_p":
-        # the weights exp(s - max) times each value's scale, per block of 64 positions rounded to
-        # 15 bits over the block's largest (codes 0..32767), on the codes, over the unrounded sum
+    elif value_side == "q8" and int_p:
+        # the weights exp(s - max) times each value's scale to 15 bits a block, on the codes, over the unrounded sum
         codes, scale = q8_codes(v)
-        w = e * rep(scale)[..., 0].T[:, None, :]
-        n = w.shape[-1]
-        blocks = np.pad(w, ((0, 0), (0, 0), (0, -n % 64))).reshape(w.shape[0], w.shape[1], -1, 64)
-        step = blocks.max(axis=-1, keepdims=True) / 32767
-        safe = np.where(step > 0, step, 1)
-        w = (np.rint(blocks / safe) * step).reshape(w.shape[0], w.shape[1], -1)[..., :n]
+        w = int15_per_block(e * rep(scale)[..., 0].T[:, None, :])
         out = np.einsum("hij,jhd->ihd", w / e.sum(axis=-1, keepdims=True), rep(codes))
     else:
         vv = rep(round_kv(v, value_side))
@@ -432,7 +444,8 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     weights times the values' scales; "int8_query", the query to int8 per
     head; "int8_query_bf16_p", that and the weights times q8 or q4 values'
     scales in bf16; "int8_query_int_p", that query and the weights times q8
-    values' scales to 15 bits per block of 64 positions). ubatch: the engine's tokens per run, which q4 keys'
+    or q4 values' scales to 15 bits per block of 64 positions; "int_p", that
+    P V alone). ubatch: the engine's tokens per run, which q4 keys'
     groups depend on (each run rounds its groups over the positions so far).
 
     trace, if given, receives "router_margin": [n_tokens], the smallest
