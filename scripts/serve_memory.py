@@ -59,20 +59,26 @@ def prompt(seed: int, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
-def run(basalt: str, model: str, server_args: list, clients: int, words: int) -> dict:
+def start_server(basalt: str, model: str, server_args: list):
+    """basalt serve on a free loopback port, once /ready answers (2 minutes at most): (process, port)."""
     port = free_port()
     proc = subprocess.Popen([basalt, "serve", "-m", model, "--port", str(port), *server_args],
                             stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/ready")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    return proc, port
+
+
+def run(basalt: str, model: str, server_args: list, clients: int, words: int) -> dict:
+    proc, port = start_server(basalt, model, server_args)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/ready")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.5)
         idle = metrics(port)
         usage, errors = [], []
 

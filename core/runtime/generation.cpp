@@ -66,10 +66,16 @@ void Generation::cancel() {
   stats_.stop_reason = "cancelled";
 }
 
-int32_t Generation::step(const float* logits, int64_t context_left) {
+int32_t Generation::step(const float* logits, int64_t context_left) { return accept(pick(logits), context_left); }
+
+int32_t Generation::pick(const float* logits) {
+  if (done() || length_reached()) return -1;
+  return sampler_.sample(logits, n_vocab_, history_);
+}
+
+int32_t Generation::accept(int32_t id, int64_t context_left) {
   if (done()) return -1;
-  if (opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens) return finish("length"), -1;
-  const int32_t id = sampler_.sample(logits, n_vocab_, history_);
+  if (length_reached()) return finish("length"), -1;
   if (opt_.stop_at_end_of_generation && tok_.is_end_of_generation(id)) return finish("eos"), -1;
   ++stats_.n_generated;
   history_.push_back(id);
@@ -79,7 +85,7 @@ int32_t Generation::step(const float* logits, int64_t context_left) {
   if (stopped) return finish("stop string"), -1;
   if (cancelled_) return finish("cancelled"), -1;
   if (context_left <= 0) return finish("context full"), -1;
-  if (opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens) return finish("length"), -1;
+  if (length_reached()) return finish("length"), -1;
   return id;
 }
 

@@ -47,6 +47,12 @@ class Generation {
   // why; the held-back text has been emitted). context_left: positions the
   // request may still fill after this token's.
   int32_t step(const float* logits, int64_t context_left);
+  // step in two halves, for a caller with several requests: pick samples the
+  // token (-1 where the request ends without one) and touches nothing but
+  // this request's sampler, so different requests' picks may run at once;
+  // accept then takes it as step does (ends the request, or emits its text).
+  int32_t pick(const float* logits);
+  int32_t accept(int32_t id, int64_t context_left);
   // Ends the request from outside (a cancel): emits nothing more.
   void cancel();
 
@@ -56,6 +62,7 @@ class Generation {
   const std::vector<int32_t>& generated() const { return generated_; }
 
  private:
+  bool length_reached() const { return opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens; }
   void finish(const char* reason);
   void emit(const std::string& s);
   std::string release(std::string_view text, bool* stopped);

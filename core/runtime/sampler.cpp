@@ -24,9 +24,45 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
     if (id < 0 || std::isnan(bias)) throw Error("logit bias: token " + std::to_string(id) + " is not a token id, or the bias is not a number");
 }
 
+namespace {
+// The candidates' order: the larger logit first, the lower id on ties.
+template <class C>
+bool by_logit(const C& a, const C& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+}  // namespace
+
+void Sampler::best_k(const float* logits, int64_t n_vocab, size_t k) {
+  cand_.resize(k);
+  for (size_t i = 0; i < k; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+  std::make_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);  // the worst of the k in front
+  float worst = cand_.front().logit;
+  auto take = [&](int64_t i) {
+    if (!(logits[i] > worst)) return;  // ties too: the ids come in increasing order
+    std::pop_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
+    cand_.back() = {static_cast<int32_t>(i), logits[i]};
+    std::push_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
+    worst = cand_.front().logit;
+  };
+  // Blocks with nothing past the worst (nearly all, after the first few) are
+  // skipped by one compare of the block, which the compiler vectorizes.
+  constexpr int64_t kBlock = 64;
+  int64_t i = static_cast<int64_t>(k);
+  for (; i + kBlock <= n_vocab; i += kBlock) {
+    const float w = worst;
+    int any = 0;
+    for (int64_t j = 0; j < kBlock; ++j) any |= logits[i + j] > w;
+    if (any)
+      for (int64_t j = 0; j < kBlock; ++j) take(i + j);
+  }
+  for (; i < n_vocab; ++i) take(i);
+  std::sort_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
+}
+
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
   const bool penalties = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0 || p_.frequency_penalty != 0;
-  if (p_.temperature <= 0 && p_.logit_bias.empty() && !(penalties && p_.repeat_last_n > 0)) {
+  const bool adjusted = !p_.logit_bias.empty() || (penalties && p_.repeat_last_n > 0);
+  if (p_.temperature <= 0 && !adjusted) {
     // Greedy with nothing to adjust: the first largest logit, read in place.
     // A server's step samples each of its sequences in turn while the worker
     // threads wait; the candidate list cost 3% of a 16-sequence step.
@@ -35,6 +71,24 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
       if (logits[i] > logits[best]) best = i;
     return static_cast<int32_t>(best);
   }
+  // The candidates [0, sorted) in order, by logit; probabilities at temperature 1
+  // for the truncations, as llama.cpp does. top-p and min-p keep a head of that
+  // order, so without top-k only a head is sorted, longer until it holds their
+  // cut: most often a few hundred tokens, not the vocabulary (a full sort per
+  // token made Gemma 3's decode, 262k tokens, 3.4x slower).
+  const bool top_k = p_.top_k > 0 && p_.top_k < n_vocab;
+  if (top_k && !adjusted) {
+    // top-k of the logits as they are: no candidate list of the vocabulary
+    // (sampling took 15% of a Gemma 3 server's CPU: docs/PERFORMANCE.md 9.10).
+    best_k(logits, n_vocab, static_cast<size_t>(p_.top_k));
+    return draw(cand_.size(), cand_.size());
+  }
+  const size_t sorted = candidates(logits, n_vocab, history, penalties);
+  if (p_.temperature <= 0) return cand_[0].id;
+  return draw(top_k ? sorted : cand_.size(), sorted);
+}
+
+size_t Sampler::candidates(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history, bool penalties) {
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 
@@ -53,22 +107,18 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
     }
   }
 
-  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-  if (p_.temperature <= 0) return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
-
-  // The candidates [0, sorted) in order, by logit; probabilities at temperature 1
-  // for the truncations, as llama.cpp does. top-p and min-p keep a head of that
-  // order, so without top-k only a head is sorted, longer until it holds their
-  // cut: most often a few hundred tokens, not the vocabulary (a full sort per
-  // token made Gemma 3's decode, 262k tokens, 3.4x slower).
-  size_t n = cand_.size(), sorted = n;
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
-    n = sorted = static_cast<size_t>(p_.top_k);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
-  } else {
-    sorted = std::min(n, kFirstHead);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.end(), by_logit);
+  auto begin = cand_.begin();
+  if (p_.temperature <= 0) {  // greedy: the best in front
+    std::iter_swap(begin, std::min_element(begin, cand_.end(), by_logit<Candidate>));
+    return 1;
   }
+  const size_t n = cand_.size();
+  const size_t sorted = p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n ? static_cast<size_t>(p_.top_k) : std::min(n, kFirstHead);
+  std::partial_sort(begin, begin + static_cast<std::ptrdiff_t>(sorted), cand_.end(), by_logit<Candidate>);
+  return sorted;
+}
+
+int32_t Sampler::draw(size_t n, size_t sorted) {
   const double mx = cand_[0].logit;
   double total = 0;  // top-p's denominator (an exp per candidate: only when it cuts)
   if (p_.top_p < 1.0f)
@@ -85,7 +135,7 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
     if (cut < n || sorted == n) break;
     const size_t longer = std::min(n, 8 * sorted);
     std::partial_sort(cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.begin() + static_cast<std::ptrdiff_t>(longer),
-                      cand_.end(), by_logit);
+                      cand_.end(), by_logit<Candidate>);
     sorted = longer;
   }
   n = cut;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <utility>
 
+#include "core/util/thread_pool.h"
+
 namespace basalt {
 
 namespace {
@@ -315,14 +317,20 @@ bool Scheduler::step() {
 
   const float* logits = executor_.run(batch_);
   const int64_t n_vocab = model_.spec().n_vocab;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    Sequence& s = *outputs[i];
-    if (s.next_token < 0) {  // its prompt just ended
-      s.gen->stats().prefill_s = seconds_since(s.admitted);
-      s.first_token = std::chrono::steady_clock::now();
+  for (Sequence* s : outputs)
+    if (s->next_token < 0) {  // its prompt just ended
+      s->gen->stats().prefill_s = seconds_since(s->admitted);
+      s->first_token = std::chrono::steady_clock::now();
     }
-    s.next_token = s.gen->step(logits + static_cast<int64_t>(i) * n_vocab, opt_.slot_ctx - s.computed);
-  }
+  // The requests' samplers run on the engine's threads (a 262k-token
+  // vocabulary's top-k, 16 requests a step: docs/PERFORMANCE.md 9.10); their
+  // tokens are then taken in order on this one, which sends their text.
+  picks_.resize(outputs.size());
+  parallel_for(static_cast<int64_t>(outputs.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) picks_[static_cast<size_t>(i)] = outputs[static_cast<size_t>(i)]->gen->pick(logits + i * n_vocab);
+  });
+  for (size_t i = 0; i < outputs.size(); ++i)
+    outputs[i]->next_token = outputs[i]->gen->accept(picks_[i], opt_.slot_ctx - outputs[i]->computed);
   if (prefix_)
     for (auto& s : running_) prefix_->insert(s->cursor, s->context.data(), s->computed, kv_.table(s->slot));
   retire_done();

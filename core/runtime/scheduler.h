@@ -137,6 +137,7 @@ class Scheduler {
   std::unique_ptr<PrefixCache> prefix_;
   Executor executor_;
   Batch batch_;
+  std::vector<int32_t> picks_;  // the step's sampled tokens, in the order of its outputs
   std::vector<std::unique_ptr<Sequence>> running_;    // oldest first
   std::deque<std::unique_ptr<Sequence>> preempted_;   // oldest first; they go before the queue
   std::vector<int> free_slots_;

@@ -61,6 +61,36 @@ TEST(Sampler, GreedyInPlaceEqualsTheCandidateList) {
   }
 }
 
+// top-k with nothing to adjust picks its k from the logits in place; with a
+// bias (of zero) it sorts the candidate list: the same tokens from the same
+// seed, ties to the lower id, whatever top-p and min-p then cut.
+TEST(Sampler, TopKInPlaceEqualsTheCandidateList) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(0, 60);
+  for (int32_t k : {1, 2, 40, 999}) {
+    for (float top_p : {1.0f, 0.9f}) {
+      for (float min_p : {0.0f, 0.05f}) {
+        std::vector<float> l(5000);
+        for (float& x : l) x = static_cast<float>(level(rng)) / 16;  // many ties
+        SamplingParams p = plain(0.9f);
+        p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+        SamplingParams biased = p;
+        biased.logit_bias = {{0, 0.0f}};
+        Sampler in_place(p), listed(biased);
+        std::vector<int32_t> a, b;
+        for (int i = 0; i < 300; ++i) {
+          a.push_back(in_place.sample(l.data(), 5000, {}));
+          b.push_back(listed.sample(l.data(), 5000, {}));
+        }
+        EXPECT_EQ(a, b) << "top-k " << k << " top-p " << top_p << " min-p " << min_p;
+        if (k == 1) {
+          EXPECT_EQ(a[0], std::max_element(l.begin(), l.end()) - l.begin());
+        }
+      }
+    }
+  }
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   std::vector<float> l = logits_of({0.1, 0.2, 0.3, 0.4});
   SamplingParams p = plain(1.0f);

@@ -115,7 +115,8 @@ std::unique_ptr<Model> SchedulerTest::model_;
 
 // 16 requests of different prompt lengths, four at a time in 64-token steps,
 // give each the tokens it gets alone (SmolLM2, greedy).
-TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
+// 16 requests through a scheduler running 4 at a time give each the text it gets alone (SmolLM2).
+void expect_concurrent_equals_each_alone(const GenerateOptions& opt) {
   auto model = Model::load(test::smollm2_path());
   const Tokenizer& tok = model->tokenizer();
   std::vector<std::vector<int32_t>> prompts;
@@ -125,7 +126,6 @@ TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
     for (int k = 0; k < i % 5; ++k) text += " step by step, with care and in plain words";
     prompts.push_back(tok.encode(text, true, false));
   }
-  const GenerateOptions opt = greedy(24);
   const std::vector<std::string> alone = texts_alone(*model, prompts, opt);
   Scheduler sched(*model, options(4, 512, 64));
   const std::vector<Outcome> out = run_all(sched, prompts, opt);
@@ -134,6 +134,18 @@ TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) {
     EXPECT_EQ(out[i].stats.n_generated, 24) << "request " << i;
     EXPECT_EQ(out[i].text, alone[i]) << "request " << i << " batched differs from alone";
   }
+}
+
+TEST(SchedulerModel, ConcurrentGreedyEqualsEachAlone) { expect_concurrent_equals_each_alone(greedy(24)); }
+
+// Sampled (the default top-k, top-p, min-p at temperature 0.8, one seed): the
+// step's samplers run on the engine's threads, each request's on its own logits
+// row and its own random stream, so each request draws what it draws alone.
+TEST(SchedulerModel, ConcurrentSampledEqualsEachAlone) {
+  GenerateOptions opt = greedy(24);
+  opt.sampling = SamplingParams{};
+  opt.sampling.seed = 42;
+  expect_concurrent_equals_each_alone(opt);
 }
 
 // Requests that share a long system prompt: with the prefix cache, all but
