@@ -76,6 +76,17 @@ def start_server(basalt: str, model: str, server_args: list):
     return proc, port
 
 
+def run_clients(client, n: int) -> float:
+    """client(0) .. client(n - 1) on threads of their own, all at once; the seconds until the last ends."""
+    t0 = time.time()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.time() - t0
+
+
 def run(basalt: str, model: str, server_args: list, clients: int, words: int) -> dict:
     proc, port = start_server(basalt, model, server_args)
     try:
@@ -97,14 +108,9 @@ def run(basalt: str, model: str, server_args: list, clients: int, words: int) ->
             except Exception as e:  # noqa: BLE001 (reported below)
                 errors.append(str(e))
 
-        t0 = time.time()
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        seconds = run_clients(client, clients)
         after = metrics(port)
-        return {"binary": basalt, "seconds": round(time.time() - t0, 1), "prompt_tokens": usage, "errors": errors[:2],
+        return {"binary": basalt, "seconds": round(seconds, 1), "prompt_tokens": usage, "errors": errors[:2],
                 "kv_pool_mib": round(metric(after, "basalt_kv_cache_bytes") / 2**20, 1),
                 "ring_blocks": metric(after, "basalt_kv_ring_blocks"),
                 "rss_idle_mib": round(metric(idle, "basalt_resident_memory_bytes") / 2**20, 1),

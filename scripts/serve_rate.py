@@ -14,10 +14,9 @@ import argparse
 import http.client
 import json
 import shlex
-import threading
 import time
 
-from serve_memory import ROOT, prompt, start_server
+from serve_memory import ROOT, prompt, run_clients, start_server
 
 
 def drive(port: int, clients: int, seconds: float) -> dict:
@@ -44,13 +43,7 @@ def drive(port: int, clients: int, seconds: float) -> dict:
                 errors.append(str(e))
             n += 1
 
-    t0 = time.time()
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    took = time.time() - t0
+    took = run_clients(client, clients)
     return {"requests": sum(done), "chunks": sum(chunks), "seconds": round(took, 1),
             "chunks_per_s": round(sum(chunks) / took, 1), "errors": errors[:3]}
 
