@@ -92,6 +92,7 @@ struct Simd {
   static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.
+  static int64_t quantize_blocks(const float*, int64_t, int8_t*, float*, int16_t*) { return 0; }  // one block at a time
   static int32_t store_i8(int8_t* q, V x) {
     const __m256i i = _mm256_cvtps_epi32(x);
     const __m128i lo = _mm256_castsi256_si128(i), hi = _mm256_extracti128_si256(i, 1);

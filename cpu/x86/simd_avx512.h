@@ -86,6 +86,53 @@ struct Simd {
   }
 
   static V abs(V x) { return _mm512_abs_ps(x); }
+  // rows_x86.inc's quantize for the first blocks of 32 values of x, four at a
+  // time, with the same operations lane by lane (max of |x|, d = amax / 127,
+  // round(x * (1 / d)), d through f16); the blocks' maxima and half sums reduced
+  // together, across vectors, where one block at a time reduced each within
+  // its own. Returns the blocks done (a multiple of 4; the caller does the rest).
+  static int64_t quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int16_t* sum16) {
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+      const float* xb = x + 32 * b;
+      __m512 v[8], a[4];
+      for (int j = 0; j < 8; ++j) v[j] = _mm512_loadu_ps(xb + 16 * j);
+      for (int k = 0; k < 4; ++k) a[k] = _mm512_max_ps(_mm512_abs_ps(v[2 * k]), _mm512_abs_ps(v[2 * k + 1]));
+      // Block k's maxima into 128-bit lane k, then across the lane: every float of lane k its amax.
+      const __m512 m01 = _mm512_max_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xEE));
+      const __m512 m23 = _mm512_max_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xEE));
+      __m512 m = _mm512_max_ps(_mm512_shuffle_f32x4(m01, m23, 0x88), _mm512_shuffle_f32x4(m01, m23, 0xDD));
+      m = _mm512_max_ps(m, _mm512_permute_ps(m, 0x4E));
+      m = _mm512_max_ps(m, _mm512_permute_ps(m, 0xB1));
+      const __m512 db = _mm512_div_ps(m, _mm512_set1_ps(127.0f));
+      const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(db, _mm512_setzero_ps(), _CMP_NEQ_OQ), _mm512_set1_ps(1.0f), db);
+      __m512i r[8];
+      for (int j = 0; j < 8; ++j) {
+        const __m512 idk = _mm512_shuffle_f32x4(id, id, (j / 2) * 0x55);  // lane j / 2 everywhere
+        r[j] = _mm512_cvtps_epi32(_mm512_mul_ps(v[j], idk));
+      }
+      // Bytes: packs interleave the four vectors' 4-value groups lane by lane; vpermd puts them back.
+      const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(r[4 * h], r[4 * h + 1]), _mm512_packs_epi32(r[4 * h + 2], r[4 * h + 3]));
+        _mm512_storeu_si512(q + 32 * b + 64 * h, _mm512_permutexvar_epi32(order, p));
+      }
+      // The eight half sums: vector j's lanes into 128-bit lane j % 4 (u[j / 4]), then across it.
+      __m512i t[4], u[2];
+      for (int k = 0; k < 4; ++k)
+        t[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(r[2 * k], r[2 * k + 1], 0x44), _mm512_shuffle_i32x4(r[2 * k], r[2 * k + 1], 0xEE));
+      for (int k = 0; k < 2; ++k)
+        u[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(t[2 * k], t[2 * k + 1], 0x88), _mm512_shuffle_i32x4(t[2 * k], t[2 * k + 1], 0xDD));
+      __m512i w = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+      w = _mm512_add_epi32(w, _mm512_shuffle_epi32(w, _MM_PERM_BADC));  // lane k: vector k's sum, vector 4 + k's
+      const __m512i sums = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), w);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sum16 + 2 * b), _mm256_castsi256_si128(_mm512_cvtepi32_epi16(sums)));
+      // d through f16 (round to nearest even), one per block.
+      const __m512 dh = _mm512_cvtph_ps(_mm512_cvtps_ph(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm_storeu_ps(d + b, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), dh)));
+    }
+    return b;
+  }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.
   static int32_t store_i8(int8_t* q, V x) {
