@@ -55,7 +55,7 @@ const Shape kShapes[] = {
     {"135m.ffn_down", 576, 1536},  // SmolLM2-135M, the default model: `basalt serve`'s batched decode
     {"moe.ffn_up", 2816, 1024},    {"moe.ffn_down", 1024, 2816},  // the MoE bench model's experts (~128 tokens each at pp512)
 };
-const int64_t kTokens[] = {1, 4, 8, 16, 64, 512};
+const int64_t kTokens[] = {1, 4, 8, 16, 32, 64, 128, 512};  // 16-128: a server's batches
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
 
 double env_double(const char* name, double fallback) {
@@ -157,8 +157,8 @@ void bench_matmul(benchmark::State& state, const BenchFormat& f, Isa isa, const 
   if (isa != Isa::scalar && find_matmul_kernel(w, isa) == find_matmul_kernel(w, static_cast<Isa>(static_cast<int>(isa) - 1)))
     label += ", no own kernel: lower ISA's";
 #if defined(BASALT_X86)
-  else if (isa == Isa::amx && n_tok < kernels::kAmxMinTokens)
-    label += ", AVX-512 kernel below " + std::to_string(kernels::kAmxMinTokens) + " tokens";
+  else if (isa == Isa::amx && w.format == WeightFormat::qa && n_tok < kernels::amx_min_tokens(w))
+    label += ", AVX-512 kernel below " + std::to_string(kernels::amx_min_tokens(w)) + " tokens";
 #endif
   if (onednn_wanted(w, n_tok, isa))
     label += ", oneDNN (best ISA)";

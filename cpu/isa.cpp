@@ -34,9 +34,21 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
   if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
   return r[reg] >> bit & 1;
 }
-bool has_f16c() { return cpuid_bit(1, 0, 2, 29); }     // ECX 29
-bool has_avxvnni() { return cpuid_bit(7, 1, 0, 4); }   // leaf 7.1 EAX 4
-bool has_avx512_bf16() { return cpuid_bit(7, 1, 0, 5); }  // leaf 7.1 EAX 5
+// Each read once: in a virtual machine CPUID traps to the hypervisor, and
+// the attention asks for the bf16 dots at every call (1.2% of a server's
+// samples, docs/PERFORMANCE.md 9.10).
+bool has_f16c() {
+  static const bool has = cpuid_bit(1, 0, 2, 29);  // ECX 29
+  return has;
+}
+bool has_avxvnni() {
+  static const bool has = cpuid_bit(7, 1, 0, 4);  // leaf 7.1 EAX 4
+  return has;
+}
+bool has_avx512_bf16() {
+  static const bool has = cpuid_bit(7, 1, 0, 5);  // leaf 7.1 EAX 5
+  return has;
+}
 
 // CPUID says whether the cores have AMX-TILE, AMX-INT8 and AMX-BF16 (every
 // AMX CPU so far has all three); Linux (5.16 on) must also grant this process
@@ -116,9 +128,12 @@ bool cpu_has_avx512_bf16() {
 
 bool cpu_is_amd() {
 #if defined(BASALT_X86)
-  unsigned max_leaf, vendor[3];
-  if (!__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1])) return false;  // EBX, EDX, ECX
-  return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+  static const bool amd = [] {
+    unsigned max_leaf, vendor[3];
+    if (!__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1])) return false;  // EBX, EDX, ECX
+    return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+  }();
+  return amd;
 #else
   return false;
 #endif

@@ -6,9 +6,10 @@
 // so a block unpacks to B with no shuffle), and AVX-512 applies the block's
 // row and token scales to the 16 x 16 int32 result. A tile's blocks are
 // unpacked once per run of tokens whose activations fit in L2, and reused for
-// every 16 of them. Under kAmxMinTokens tokens (decode) the AVX-512 kernel runs.
+// every 16 of them. Under amx_min_tokens (decode, a server's batch) the AVX-512 kernel runs.
 #include <immintrin.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -267,7 +268,7 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
 
 template <int Bits, QaScales S>
 void matmul_qa_amx(const MatmulArgs& a) {
-  if (a.n_tok < kAmxMinTokens) return matmul_qa_avx512(*a.w)(a);
+  if (a.n_tok < amx_min_tokens(*a.w)) return matmul_qa_avx512(*a.w)(a);
   const QaLayout L = qa_layout(Bits, S);
   const QuantizedActs& xq = *a.xq;
   const int64_t nb = a.w->cols / kQaBlock;
@@ -319,5 +320,20 @@ struct QaKernel {
 }  // namespace
 
 MatmulKernel matmul_qa_amx(const Weight& w) { return qa_dispatch<QaKernel>(w); }
+
+// Tiles take 16 tokens, so a part-filled one costs a whole one, and each
+// block's scales are applied to 16 x 16 sums stored from a tile; at the
+// server's batches (16-32 tokens) the VNNI kernel was 1.3-1.9x faster
+// (PERFORMANCE.md 3.2a). Q6_K's per-16 scales take two tiles a block: even at
+// 512 tokens the two kernels tie.
+std::atomic<int64_t> g_amx_min_tokens{0};
+
+void set_amx_min_tokens(int64_t n) { g_amx_min_tokens = n; }
+
+int64_t amx_min_tokens(const Weight& w) {
+  if (const int64_t forced = g_amx_min_tokens.load(std::memory_order_relaxed)) return forced;
+  if (w.scales == QaScales::q6k) return 512;
+  return w.bits == 8 ? 96 : w.bits == 5 ? 32 : 48;
+}
 
 }  // namespace basalt::kernels

@@ -33,7 +33,19 @@ using testutil::random_weight;
 
 // Each test below runs once per ISA (MatmulIsa.NAME/ISA): skipped where the
 // CPU lacks it, failed where BASALT_REQUIRE_ISA names it.
-class MatmulIsa : public ::testing::TestWithParam<Isa> {};
+// On AMX the tiles run from 16 tokens while one of these lives, for every
+// format, so that the tests' 17 tokens and more take them (the defaults
+// start at 32 to 512 tokens: cpu/matmul.h).
+struct AmxFrom16Tokens {
+#if defined(BASALT_X86)
+  AmxFrom16Tokens() { kernels::set_amx_min_tokens(16); }
+  ~AmxFrom16Tokens() { kernels::set_amx_min_tokens(0); }
+#endif
+};
+
+class MatmulIsa : public ::testing::TestWithParam<Isa> {
+  AmxFrom16Tokens amx_;
+};
 INSTANTIATE_TEST_SUITE_P(, MatmulIsa, ::testing::ValuesIn(testutil::kEveryIsa), testutil::isa_test_name);
 
 TEST_P(MatmulIsa, EveryFormatMatchesReference) {
@@ -226,6 +238,7 @@ TEST_P(MatmulIsa, StackedExpertsWithPartialTiles) {
 // edges, against the scalar reference.
 TEST(Matmul, AmxRunsOfTokensMatchReference) {
   NEED_ISA(Isa::amx);
+  AmxFrom16Tokens amx;
   std::mt19937 rng(11);
   const int64_t rows = 37, cols = 8192;  // 1 MB of activations is a run of 128 tokens
   for (const Format& f : kFormats) {
@@ -274,7 +287,7 @@ TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
       // A call may take fewer tokens than were quantized: the first ones. It
       // is compared with a call on those tokens alone, not with the longer
       // call's rows: a kernel may pick another path for fewer tokens (AMX
-      // runs from kAmxMinTokens), and paths may round differently.
+      // runs from amx_min_tokens), and paths may round differently.
       const int64_t fewer = n_tok - 2;
       QuantizedActs first;
       quantize_activations(x.data(), fewer, cols, first);
