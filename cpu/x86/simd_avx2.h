@@ -90,9 +90,53 @@ struct Simd {
   }
 
   static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  // rows_x86.inc's quantize for the first blocks of 32 values of x, four at a
+  // time (as simd_avx512.h's): the blocks' maxima and their eight half sums
+  // reduced across vectors together. Returns the blocks done (a multiple of 4).
+  static int64_t quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int16_t* sum16) {
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+      const float* xb = x + 32 * b;
+      __m256 a[4];
+      for (int k = 0; k < 4; ++k) {
+        a[k] = abs(_mm256_loadu_ps(xb + 32 * k));
+        for (int j = 1; j < 4; ++j) a[k] = _mm256_max_ps(a[k], abs(_mm256_loadu_ps(xb + 32 * k + 8 * j)));
+      }
+      // Every float of 128-bit lane 0 block 0's or 2's amax (elements 0-1, 2-3), of lane 1 block 1's or 3's.
+      const __m256 m01 = _mm256_max_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20), _mm256_permute2f128_ps(a[0], a[1], 0x31));
+      const __m256 m23 = _mm256_max_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20), _mm256_permute2f128_ps(a[2], a[3], 0x31));
+      __m256 m = _mm256_max_ps(_mm256_shuffle_ps(m01, m23, 0x44), _mm256_shuffle_ps(m01, m23, 0xEE));
+      m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
+      const __m256 db = _mm256_div_ps(m, _mm256_set1_ps(127.0f));
+      const __m256 id = _mm256_and_ps(_mm256_cmp_ps(db, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_div_ps(_mm256_set1_ps(1.0f), db));
+      __m256i half[8];  // each half block's 16 codes summed down to 8 lanes
+      for (int k = 0; k < 4; ++k) {
+        const __m256 idl = _mm256_permute_ps(id, k >= 2 ? 0xAA : 0x00);  // block k: element 2 (k / 2) of lane k % 2
+        const __m256 idk = _mm256_permute2f128_ps(idl, idl, k % 2 ? 0x11 : 0x00);
+        __m256i r[4];
+        for (int j = 0; j < 4; ++j) r[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * k + 8 * j), idk));
+        // packs interleave the 128-bit lanes' 4-value groups; vpermd puts them back.
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * (b + k)),
+                            _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        half[2 * k] = _mm256_add_epi32(r[0], r[1]);
+        half[2 * k + 1] = _mm256_add_epi32(r[2], r[3]);
+      }
+      // hadd trees: u[i] lane 0 holds halves 4i..4i+3's sums of their lanes 0-3, lane 1 of 4-7.
+      __m256i u[2];
+      for (int i = 0; i < 2; ++i)
+        u[i] = _mm256_hadd_epi32(_mm256_hadd_epi32(half[4 * i], half[4 * i + 1]), _mm256_hadd_epi32(half[4 * i + 2], half[4 * i + 3]));
+      const __m256i w = _mm256_add_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20), _mm256_permute2x128_si256(u[0], u[1], 0x31));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sum16 + 2 * b),
+                       _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+      // d through f16 (round to nearest even): blocks 0-3 at elements 0, 4, 2, 6.
+      const __m256 dh = _mm256_cvtph_ps(_mm256_cvtps_ph(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm_storeu_ps(d + b, _mm256_castps256_ps128(_mm256_permutevar8x32_ps(dh, _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0))));
+    }
+    return b;
+  }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.
-  static int64_t quantize_blocks(const float*, int64_t, int8_t*, float*, int16_t*) { return 0; }  // one block at a time
   static int32_t store_i8(int8_t* q, V x) {
     const __m256i i = _mm256_cvtps_epi32(x);
     const __m128i lo = _mm256_castsi256_si128(i), hi = _mm256_extracti128_si256(i, 1);
