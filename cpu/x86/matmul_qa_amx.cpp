@@ -326,7 +326,9 @@ MatmulKernel matmul_qa_amx(const Weight& w) { return qa_dispatch<QaKernel>(w); }
 // server's batches (16-32 tokens) the VNNI kernel was 1.3-1.9x faster
 // (PERFORMANCE.md 3.2a). Q6_K's per-16 scales take two tiles a block: even at
 // 512 tokens the two kernels tie.
-std::atomic<int64_t> g_amx_min_tokens{0};
+namespace {
+std::atomic<int64_t> g_amx_min_tokens{0};  // set_amx_min_tokens
+}  // namespace
 
 void set_amx_min_tokens(int64_t n) { g_amx_min_tokens = n; }
 
