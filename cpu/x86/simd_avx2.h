@@ -110,11 +110,14 @@ struct Simd {
       const __m256 db = _mm256_div_ps(m, _mm256_set1_ps(127.0f));
       const __m256 id = _mm256_and_ps(_mm256_cmp_ps(db, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_div_ps(_mm256_set1_ps(1.0f), db));
       __m256i half[8];  // each half block's 16 codes summed down to 8 lanes
+      // Block k's inverse scale (element 2 (k / 2) of lane k % 2) everywhere; immediates spelled out,
+      // as clang at -O1 wants constants.
+      const __m256 id0 = _mm256_permute_ps(id, 0x00), id2 = _mm256_permute_ps(id, 0xAA);
+      const __m256 idk[4] = {_mm256_permute2f128_ps(id0, id0, 0x00), _mm256_permute2f128_ps(id0, id0, 0x11),
+                             _mm256_permute2f128_ps(id2, id2, 0x00), _mm256_permute2f128_ps(id2, id2, 0x11)};
       for (int k = 0; k < 4; ++k) {
-        const __m256 idl = _mm256_permute_ps(id, k >= 2 ? 0xAA : 0x00);  // block k: element 2 (k / 2) of lane k % 2
-        const __m256 idk = _mm256_permute2f128_ps(idl, idl, k % 2 ? 0x11 : 0x00);
         __m256i r[4];
-        for (int j = 0; j < 4; ++j) r[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * k + 8 * j), idk));
+        for (int j = 0; j < 4; ++j) r[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * k + 8 * j), idk[k]));
         // packs interleave the 128-bit lanes' 4-value groups; vpermd puts them back.
         const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * (b + k)),

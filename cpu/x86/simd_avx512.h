@@ -106,11 +106,11 @@ struct Simd {
       m = _mm512_max_ps(m, _mm512_permute_ps(m, 0xB1));
       const __m512 db = _mm512_div_ps(m, _mm512_set1_ps(127.0f));
       const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(db, _mm512_setzero_ps(), _CMP_NEQ_OQ), _mm512_set1_ps(1.0f), db);
+      // Block k's inverse scale in every lane (immediates spelled out: clang at -O1 wants constants).
+      const __m512 idk[4] = {_mm512_shuffle_f32x4(id, id, 0x00), _mm512_shuffle_f32x4(id, id, 0x55),
+                             _mm512_shuffle_f32x4(id, id, 0xAA), _mm512_shuffle_f32x4(id, id, 0xFF)};
       __m512i r[8];
-      for (int j = 0; j < 8; ++j) {
-        const __m512 idk = _mm512_shuffle_f32x4(id, id, (j / 2) * 0x55);  // lane j / 2 everywhere
-        r[j] = _mm512_cvtps_epi32(_mm512_mul_ps(v[j], idk));
-      }
+      for (int j = 0; j < 8; ++j) r[j] = _mm512_cvtps_epi32(_mm512_mul_ps(v[j], idk[j / 2]));
       // Bytes: packs interleave the four vectors' 4-value groups lane by lane; vpermd puts them back.
       const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
       for (int h = 0; h < 2; ++h) {
