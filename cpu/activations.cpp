@@ -23,6 +23,7 @@ void QuantizedActs::resize(int64_t n, int64_t c) {
   sum16.resize(static_cast<size_t>(n * (stride / 16)));
   dsum.resize(static_cast<size_t>(n * (stride / 32)));
   q6k_zero.resize(static_cast<size_t>(n * (stride / 16)));
+  neg_sum.resize(static_cast<size_t>(n * (stride / 32)));
 }
 
 void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_t n) {
@@ -35,6 +36,7 @@ void QuantizedActs::gather(const QuantizedActs& src, const int32_t* rows, int64_
     std::copy_n(src.sum16_row(r), ns, sum16.data() + i * ns);
     std::copy_n(src.dsum_row(r), nd, dsum.data() + i * nd);
     std::copy_n(src.q6k_zero_row(r), ns, q6k_zero.data() + i * ns);
+    std::copy_n(src.neg_sum_row(r), nd, neg_sum.data() + i * nd);
   }
 }
 
@@ -65,7 +67,7 @@ void QuantizedActs::make_passes(int tokens, int64_t n) const {
           p.dsum[t0 * nd + b * nt + i] = dsum_row(t)[b];
           std::memcpy(p.sum16.data() + t0 * ns + (b * nt + i) * 2, sum16_row(t) + 2 * b, 4);
           std::memcpy(p.q6k_zero.data() + t0 * ns + (b * nt + i) * 2, q6k_zero_row(t) + 2 * b, 8);
-          p.neg_sum[t0 * nd + b * nt + i] = -(sum16_row(t)[2 * b] + sum16_row(t)[2 * b + 1]);
+          p.neg_sum[t0 * nd + b * nt + i] = neg_sum_row(t)[b];
         }
       }
     }

@@ -27,6 +27,10 @@ struct QuantizedActs {
   // it in one broadcast from memory, where making it from sum16 took five
   // instructions.
   std::vector<int32_t> q6k_zero;
+  // [n_tok][stride / 32]: minus the block's sum of q, as int32: a zero point
+  // z (a power of 2) makes a block's term -z x sum from it with one broadcast
+  // and a shift, where making it from sum16 took five scalar instructions.
+  std::vector<int32_t> neg_sum;
 
   // The first n tokens again, in passes of at most `tokens`, each pass block
   // by block: block b of token t0 + i at (b x nt + i) from the pass's start,
@@ -44,8 +48,7 @@ struct QuantizedActs {
     std::vector<float> d, dsum;
     std::vector<int16_t> sum16;
     // Where the kernels start a token's sums (its zero points' terms):
-    // q6k_zero as above (AVX-VNNI), and minus the block's sum of q (-(sum16
-    // pair)), shifted by the format's zero point (a power of 2).
+    // q6k_zero and neg_sum as above.
     std::vector<int32_t> q6k_zero, neg_sum;
   };
   mutable Passes passes;
@@ -60,6 +63,7 @@ struct QuantizedActs {
   BASALT_ALWAYS_INLINE const int16_t* sum16_row(int64_t t) const { return sum16.data() + t * (stride / 16); }
   BASALT_ALWAYS_INLINE const float* dsum_row(int64_t t) const { return dsum.data() + t * (stride / 32); }
   BASALT_ALWAYS_INLINE const int32_t* q6k_zero_row(int64_t t) const { return q6k_zero.data() + t * (stride / 16); }
+  BASALT_ALWAYS_INLINE const int32_t* neg_sum_row(int64_t t) const { return neg_sum.data() + t * (stride / 32); }
 };
 
 // Passes: how many for n tokens at most max_tokens each, and the size of the

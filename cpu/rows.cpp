@@ -40,6 +40,8 @@ void quantize_cols(const RowKernels& k, const float* y, int64_t t, int64_t c0, i
   for (int64_t b = c0 / 32; b < c1 / 32; ++b) ds[b] = d[b] * static_cast<float>(s[2 * b] + s[2 * b + 1]);
   int32_t* z = yq.q6k_zero.data() + t * (yq.stride / 16);
   for (int64_t h = c0 / 16; h < c1 / 16; ++h) z[h] = -32 * s[h];
+  int32_t* ns = yq.neg_sum.data() + t * (yq.stride / 32);
+  for (int64_t b = c0 / 32; b < c1 / 32; ++b) ns[b] = -(s[2 * b] + s[2 * b + 1]);
 }
 
 // Zeroes the padding blocks of row t of yq.
@@ -50,11 +52,13 @@ void zero_padding(int64_t t, QuantizedActs& yq) {
   int16_t* s = yq.sum16.data() + t * (yq.stride / 16);
   float* ds = yq.dsum.data() + t * nb_pad;
   int32_t* z = yq.q6k_zero.data() + t * (yq.stride / 16);
+  int32_t* ns = yq.neg_sum.data() + t * nb_pad;
   for (int64_t b = nb; b < nb_pad; ++b) {
     for (int j = 0; j < 32; ++j) q[b * 32 + j] = 0;
     d[b] = ds[b] = 0;
     s[2 * b] = s[2 * b + 1] = 0;
     z[2 * b] = z[2 * b + 1] = 0;
+    ns[b] = 0;
   }
 }
 

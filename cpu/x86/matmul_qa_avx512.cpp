@@ -4,7 +4,7 @@
 // dot products by 4 weights, and each block's 16 scales apply with one FMA.
 // Up to 2 tokens (decode) run two tiles from distant rows side by side: two
 // read streams per thread. More tokens (prefill, a server's batch) run a
-// register block of two neighbouring tiles x up to 5 tokens: each unpacked
+// register block of two neighbouring tiles x up to 7 tokens: each unpacked
 // weight vector serves every token, each broadcast of x serves both tiles.
 #include <immintrin.h>
 
@@ -20,6 +20,10 @@
 #include "cpu/x86/qa_unpack_avx512.h"
 #include "quant/qa_layout.h"
 
+
+
+
+
 namespace basalt::kernels {
 
 namespace {
@@ -27,14 +31,16 @@ namespace {
 constexpr int kPairTokens = 2;  // up to this many tokens, several tiles per pass (read streams)
 // A register block (more tokens): tiles x tokens whose int32 and f32
 // accumulators (2 per tile and token, 3 when a block's halves have their own
-// scales) and unpacked vectors fit the 32 registers. Q6_K's costly unpacking
-// is better spread over more tokens than shared by more tiles: 8 of them
-// (3 x 8 accumulators); at 10 they spill and it runs at half speed
-// (docs/PERFORMANCE.md 3.1e).
+// scales) and unpacked vectors fit the 32 registers: 2 x 7 x 2 + 2 x 2 of
+// them, 1.03-1.17x faster than 2 x 5 on an Intel core, where every vector
+// op shares vpdpbusd's two ports and the per-block work is better spread
+// over more tokens (docs/PERFORMANCE.md 3.1l). Q6_K's costly unpacking is
+// better spread over more tokens than shared by more tiles: 8 of them
+// (3 x 8 accumulators); at 10 they spill and it runs at half speed (3.1e).
 template <QaScales S>
 constexpr int block_tiles() { return S == QaScales::q6k ? 1 : 2; }
 template <QaScales S>
-constexpr int block_tokens() { return S == QaScales::q6k ? 8 : 5; }
+constexpr int block_tokens() { return S == QaScales::q6k ? 8 : 7; }
 constexpr int kDecodeStreams = 2;  // 4 measured no faster (basalt_matmul_bench)
 constexpr int kPrefetchBytes = 2048;
 // A block's two halves with scales of their own (Q6_K): their int32 sums
@@ -47,16 +53,19 @@ inline __m512 scaled_halves(__m512i a0, __m512i a1, __m512 scale, __m512 scale_h
 
 // Where a token's int32 sums of block b start: minus the zero point's share
 // (zero x the token's sum of x), so that it costs no extra op. Q6_K's two
-// halves (a1 too) from QuantizedActs::q6k_zero; formats without a zero
-// point at 0. xs, xz: the token's sum16 and q6k_zero rows.
+// halves (a1 too) from QuantizedActs::q6k_zero, the others' from neg_sum
+// (a broadcast from memory and a shift: made from sum16, the term took six
+// instructions a token and block, one in eight of the register block's);
+// formats without a zero point at 0. xn, xz: the token's neg_sum and q6k_zero rows.
 template <int Bits, QaScales S>
-BASALT_ALWAYS_INLINE void start_sums(const int16_t* xs, const int32_t* xz, int64_t b, __m512i& a0, __m512i& a1) {
+BASALT_ALWAYS_INLINE void start_sums(const int32_t* xn, const int32_t* xz, int64_t b, __m512i& a0, __m512i& a1) {
   constexpr int kZero = Bits == 8 ? 128 : S == QaScales::f16_sym ? 8 : 0;
+  static_assert((kZero & (kZero - 1)) == 0, "a power of 2");
   a0 = a1 = _mm512_setzero_si512();
   if constexpr (S == QaScales::q6k)
     a0 = _mm512_set1_epi32(xz[2 * b]), a1 = _mm512_set1_epi32(xz[2 * b + 1]);
   else if constexpr (kZero != 0)
-    a0 = _mm512_set1_epi32(-kZero * (xs[2 * b] + xs[2 * b + 1]));
+    a0 = _mm512_slli_epi32(_mm512_set1_epi32(xn[b]), __builtin_ctz(kZero));
 }
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
@@ -78,7 +87,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   // Token i's rows are at a fixed stride from token t0's (fewer live pointers).
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
-  const int16_t* xs0 = xq.sum16_row(t0);
+  const int32_t* xn0 = xq.neg_sum_row(t0);
   const float* xds0 = xq.dsum_row(t0);
   const int32_t* xz0 = xq.q6k_zero_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
@@ -119,7 +128,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
           const float xd = xd0[i * d_stride + b];
           const __m512 vxd = _mm512_set1_ps(xd);
           __m512i a0, a1;
-          start_sums<Bits, S>(xs0 + i * s_stride, xz0 + i * s_stride, b, a0, a1);
+          start_sums<Bits, S>(xn0 + i * d_stride, xz0 + i * s_stride, b, a0, a1);
           for (int c = 0; c < 4; ++c) {
             a0 = dpbusd_x4(a0, lo[c], x + 4 * c);
             a1 = dpbusd_x4(a1, hi[c], x + 16 + 4 * c);
@@ -152,7 +161,7 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
   constexpr int G = kL.blocks_per_group;
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
-  const int16_t* xs0 = xq.sum16_row(t0);
+  const int32_t* xn0 = xq.neg_sum_row(t0);
   const float* xds0 = xq.dsum_row(t0);
   const int32_t* xz0 = xq.q6k_zero_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
@@ -173,7 +182,7 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) {
       __m512i z0, z1;
-      start_sums<Bits, S>(xs0 + i * s_stride, xz0 + i * s_stride, b, z0, z1);
+      start_sums<Bits, S>(xn0 + i * d_stride, xz0 + i * s_stride, b, z0, z1);
 #pragma GCC unroll 4
       for (int u = 0; u < NTILE; ++u) {
         a0[u][i] = z0;

@@ -180,12 +180,15 @@ void expect_same(const QuantizedActs& a, const QuantizedActs& b, const char* wha
   EXPECT_EQ(a.sum16, b.sum16) << what;
   EXPECT_EQ(a.dsum, b.dsum) << what;
   EXPECT_EQ(a.q6k_zero, b.q6k_zero) << what;
+  EXPECT_EQ(a.neg_sum, b.neg_sum) << what;
   // Each block's d x (sum of q), the affine kernels' offset term, as they formed it.
   for (size_t i = 0; i < a.d.size(); ++i)
     ASSERT_EQ(a.dsum[i], a.d[i] * static_cast<float>(a.sum16[2 * i] + a.sum16[2 * i + 1])) << what << " block " << i;
   // Each half block's Q6_K zero-point term (the padding's too: zero).
   ASSERT_EQ(a.q6k_zero.size(), a.sum16.size()) << what;
   for (size_t i = 0; i < a.sum16.size(); ++i) ASSERT_EQ(a.q6k_zero[i], -32 * a.sum16[i]) << what << " half block " << i;
+  ASSERT_EQ(a.neg_sum.size(), a.d.size()) << what;
+  for (size_t i = 0; i < a.d.size(); ++i) ASSERT_EQ(a.neg_sum[i], -(a.sum16[2 * i] + a.sum16[2 * i + 1])) << what << " block " << i;
 }
 
 TEST(RowKernels, FusedOpsMakeTheSameInt8FormAsTwoPasses) {
