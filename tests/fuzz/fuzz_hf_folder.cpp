@@ -6,8 +6,6 @@
 // The input is a folder packed as "\n#FILE name\n" + bytes, once per file
 // (scripts/fuzz.sh packs the seeds); names other than plain file names are
 // skipped, so nothing is written outside the folder.
-#include <unistd.h>
-
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "tests/fuzz/scratch_dir.h"
 
 namespace {
 
@@ -30,7 +29,8 @@ bool plain_name(std::string_view s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fs = std::filesystem;
-  static const fs::path dir = "/tmp/basalt-fuzz-hf-" + std::to_string(getpid());
+  static const basalt::fuzz::ScratchDir scratch("hf");
+  const fs::path& dir = scratch.path();
   fs::remove_all(dir);
   fs::create_directories(dir);
 

