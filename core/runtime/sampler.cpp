@@ -32,13 +32,47 @@ bool by_logit(const C& a, const C& b) {
 }
 }  // namespace
 
+void Sampler::adjust(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history, bool penalties) {
+  adj_.clear();
+  std::unordered_map<int32_t, size_t> at;  // id -> its entry in adj_
+  auto entry = [&](int32_t id) -> float& {
+    auto [it, fresh] = at.try_emplace(id, adj_.size());
+    if (fresh) adj_.push_back({id, logits[id]});
+    return adj_[it->second].logit;
+  };
+  for (const auto& [id, bias] : p_.logit_bias)
+    if (id < n_vocab) entry(id) += bias;
+  if (penalties && p_.repeat_last_n > 0) {
+    std::unordered_map<int32_t, int> seen;  // token -> occurrences in the window
+    const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;
+    for (size_t i = from; i < history.size(); ++i) ++seen[history[i]];
+    for (const auto& [id, count] : seen) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = entry(id);
+      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
+    }
+  }
+  std::sort(adj_.begin(), adj_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+}
+
 void Sampler::best_k(const float* logits, int64_t n_vocab, size_t k) {
+  // The tokens in adj_ (by id) are left out of the scan and offered after it
+  // with their adjusted logits, but for those among the first k, which start
+  // the heap with them.
+  size_t next = 0;  // adj_'s first entry not below the id at hand
   cand_.resize(k);
-  for (size_t i = 0; i < k; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+  for (size_t i = 0; i < k; ++i) {
+    const bool adjusted = next < adj_.size() && adj_[next].id == static_cast<int32_t>(i);
+    cand_[i] = {static_cast<int32_t>(i), adjusted ? adj_[next++].logit : logits[i]};
+  }
+  const size_t offered = next;
   std::make_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);  // the worst of the k in front
   float worst = cand_.front().logit;
   auto take = [&](int64_t i) {
     if (!(logits[i] > worst)) return;  // ties too: the ids come in increasing order
+    while (next < adj_.size() && adj_[next].id < i) ++next;
+    if (next < adj_.size() && adj_[next].id == i) return;
     std::pop_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
     cand_.back() = {static_cast<int32_t>(i), logits[i]};
     std::push_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
@@ -56,6 +90,12 @@ void Sampler::best_k(const float* logits, int64_t n_vocab, size_t k) {
       for (int64_t j = 0; j < kBlock; ++j) take(i + j);
   }
   for (; i < n_vocab; ++i) take(i);
+  for (size_t a = offered; a < adj_.size(); ++a) {
+    if (!by_logit(adj_[a], cand_.front())) continue;
+    std::pop_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
+    cand_.back() = adj_[a];
+    std::push_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
+  }
   std::sort_heap(cand_.begin(), cand_.end(), by_logit<Candidate>);
 }
 
@@ -71,41 +111,32 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
       if (logits[i] > logits[best]) best = i;
     return static_cast<int32_t>(best);
   }
+  adj_.clear();
+  if (adjusted) adjust(logits, n_vocab, history, penalties);
+  // top-k (greedy: top-1) from the logits as they are, the few that the bias
+  // and penalties change offered apart: no candidate list of the vocabulary
+  // (sampling took 15% of a Gemma 3 server's CPU: docs/PERFORMANCE.md 9.10).
+  // Where they change a sixteenth of it or more, the list costs no more.
+  const bool top_k = p_.top_k > 0 && p_.top_k < n_vocab;
+  if ((top_k || p_.temperature <= 0) && static_cast<int64_t>(adj_.size()) < n_vocab / 16) {
+    best_k(logits, n_vocab, p_.temperature <= 0 ? 1 : static_cast<size_t>(p_.top_k));
+    if (p_.temperature <= 0) return cand_[0].id;
+    return draw(cand_.size(), cand_.size());
+  }
   // The candidates [0, sorted) in order, by logit; probabilities at temperature 1
   // for the truncations, as llama.cpp does. top-p and min-p keep a head of that
   // order, so without top-k only a head is sorted, longer until it holds their
   // cut: most often a few hundred tokens, not the vocabulary (a full sort per
   // token made Gemma 3's decode, 262k tokens, 3.4x slower).
-  const bool top_k = p_.top_k > 0 && p_.top_k < n_vocab;
-  if (top_k && !adjusted) {
-    // top-k of the logits as they are: no candidate list of the vocabulary
-    // (sampling took 15% of a Gemma 3 server's CPU: docs/PERFORMANCE.md 9.10).
-    best_k(logits, n_vocab, static_cast<size_t>(p_.top_k));
-    return draw(cand_.size(), cand_.size());
-  }
-  const size_t sorted = candidates(logits, n_vocab, history, penalties);
+  const size_t sorted = candidates(logits, n_vocab);
   if (p_.temperature <= 0) return cand_[0].id;
   return draw(top_k ? sorted : cand_.size(), sorted);
 }
 
-size_t Sampler::candidates(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history, bool penalties) {
+size_t Sampler::candidates(const float* logits, int64_t n_vocab) {
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
-
-  for (const auto& [id, bias] : p_.logit_bias)
-    if (id < n_vocab) cand_[id].logit += bias;
-
-  if (penalties && p_.repeat_last_n > 0) {
-    std::unordered_map<int32_t, int> seen;  // token -> occurrences in the window
-    const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;
-    for (size_t i = from; i < history.size(); ++i) ++seen[history[i]];
-    for (const auto& [id, count] : seen) {
-      if (id < 0 || id >= n_vocab) continue;
-      float& l = cand_[id].logit;
-      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-      l -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
-    }
-  }
+  for (const Candidate& a : adj_) cand_[a.id].logit = a.logit;
 
   auto begin = cand_.begin();
   if (p_.temperature <= 0) {  // greedy: the best in front

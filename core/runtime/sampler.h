@@ -36,17 +36,20 @@ class Sampler {
     float logit;
   };
   static constexpr size_t kFirstHead = 256;  // candidates sorted first without top-k
-  // cand_ = the k best logits, in order (top-k with nothing to adjust).
+  // adj_ = the tokens that the logit bias and the penalties change, by id,
+  // with their changed logits.
+  void adjust(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history, bool penalties);
+  // cand_ = the k best tokens, in order: adj_'s logits where it has them, the rest as they are.
   void best_k(const float* logits, int64_t n_vocab, size_t k);
-  // cand_ = every token, its logit biased and penalized; returns how many of
-  // them are in order in front (top-k's, or a first head; greedy: the best).
-  size_t candidates(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history, bool penalties);
+  // cand_ = every token, with adj_'s logits; returns how many of them are in
+  // order in front (top-k's, or a first head; greedy: the best).
+  size_t candidates(const float* logits, int64_t n_vocab);
   // The draw from cand_'s first n after top-p, min-p and temperature; sorted:
   // how many of them are in order so far (the head grows where top-p or min-p need it).
   int32_t draw(size_t n, size_t sorted);
   SamplingParams p_;
   std::mt19937_64 rng_;
-  std::vector<Candidate> cand_;
+  std::vector<Candidate> cand_, adj_;
 };
 
 }  // namespace basalt

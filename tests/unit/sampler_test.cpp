@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -38,6 +39,14 @@ SamplingParams plain(float temp) {
   return p;
 }
 
+// p with zero biases on a sixteenth of the vocabulary: the same logits, but
+// sampled through the candidate list of the whole vocabulary (Sampler::sample).
+SamplingParams listed(SamplingParams p, int32_t n_vocab) {
+  for (int32_t id = n_vocab - 1; static_cast<int32_t>(p.logit_bias.size()) < n_vocab / 16; id -= 3)
+    p.logit_bias.push_back({id, 0.0f});
+  return p;
+}
+
 TEST(Sampler, GreedyTakesTheMaximum) {
   std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
   Sampler s(plain(0));
@@ -45,8 +54,9 @@ TEST(Sampler, GreedyTakesTheMaximum) {
 }
 
 // Greedy with nothing to adjust reads the logits in place; with a bias (here
-// of zero) it goes through the candidate list: the two pick the same token,
-// the lower id on ties.
+// of zero) on one token it takes the best of the rest and that one's biased
+// logit; with biases on many it goes through the candidate list: all three
+// pick the same token, the lower id on ties.
 TEST(Sampler, GreedyInPlaceEqualsTheCandidateList) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> level(0, 40);
@@ -55,8 +65,9 @@ TEST(Sampler, GreedyInPlaceEqualsTheCandidateList) {
   for (int round = 0; round < 50; ++round) {
     std::vector<float> l(1000);
     for (float& x : l) x = static_cast<float>(level(rng)) / 8;  // many ties
-    const int32_t want = Sampler(biased).sample(l.data(), 1000, {});
+    const int32_t want = Sampler(listed(plain(0), 1000)).sample(l.data(), 1000, {});
     EXPECT_EQ(Sampler(plain(0)).sample(l.data(), 1000, {}), want);
+    EXPECT_EQ(Sampler(biased).sample(l.data(), 1000, {}), want);
     EXPECT_EQ(want, std::max_element(l.begin(), l.end()) - l.begin());  // the first of the largest
   }
 }
@@ -74,13 +85,11 @@ TEST(Sampler, TopKInPlaceEqualsTheCandidateList) {
         for (float& x : l) x = static_cast<float>(level(rng)) / 16;  // many ties
         SamplingParams p = plain(0.9f);
         p.top_k = k, p.top_p = top_p, p.min_p = min_p;
-        SamplingParams biased = p;
-        biased.logit_bias = {{0, 0.0f}};
-        Sampler in_place(p), listed(biased);
+        Sampler in_place(p), list(listed(p, 5000));
         std::vector<int32_t> a, b;
         for (int i = 0; i < 300; ++i) {
           a.push_back(in_place.sample(l.data(), 5000, {}));
-          b.push_back(listed.sample(l.data(), 5000, {}));
+          b.push_back(list.sample(l.data(), 5000, {}));
         }
         EXPECT_EQ(a, b) << "top-k " << k << " top-p " << top_p << " min-p " << min_p;
         if (k == 1) {
@@ -89,6 +98,58 @@ TEST(Sampler, TopKInPlaceEqualsTheCandidateList) {
       }
     }
   }
+}
+
+// With a logit bias and penalties, top-k (and greedy) still scan the logits
+// in place and offer the changed tokens apart: the same draws as the
+// candidate list with the same changes, and as the logits changed beforehand.
+TEST(Sampler, AdjustedTopKInPlaceEqualsTheCandidateList) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> level(0, 60), token(0, 4999);
+  std::vector<float> l(5000);
+  for (float& x : l) x = static_cast<float>(level(rng)) / 16;  // many ties
+  // The history: token 7 often, some of the best tokens as they are (so that
+  // the penalties move tokens out of the top k), the rest at random.
+  std::vector<int32_t> best(l.size());
+  std::iota(best.begin(), best.end(), 0);
+  std::stable_sort(best.begin(), best.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  std::vector<int32_t> history;
+  for (int i = 0; i < 100; ++i) history.push_back(i % 3 == 0 ? 7 : i % 3 == 1 ? best[i % 60] : token(rng));
+  for (float temp : {0.0f, 0.9f})
+    for (int32_t k : {1, 3, 40, 999})
+      for (float top_p : {1.0f, 0.9f}) {
+        SamplingParams p = plain(temp);
+        p.top_k = k, p.top_p = top_p, p.min_p = top_p < 1 ? 0.02f : 0.0f;
+        p.repeat_penalty = 1.3f, p.presence_penalty = -0.5f, p.frequency_penalty = 0.2f;  // raises some, lowers others
+        p.logit_bias = {{2, 10.0f}, {4999, 3.0f}, {2, -1.0f}, {1, -INFINITY}, {123, 1.5f}};  // a repeat, the last id, a ban
+        Sampler in_place(p), list(listed(p, 5000));
+        // The same changes made to the logits beforehand: bias (in order), then penalties.
+        std::vector<float> changed = l;
+        for (const auto& [id, bias] : p.logit_bias) changed[id] += bias;
+        std::map<int32_t, int> seen;
+        for (size_t i = history.size() - static_cast<size_t>(p.repeat_last_n); i < history.size(); ++i) ++seen[history[i]];
+        for (const auto& [id, count] : seen) {
+          float& x = changed[id];
+          x = x > 0 ? x / p.repeat_penalty : x * p.repeat_penalty;
+          x -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+        }
+        SamplingParams plain_p = p;
+        plain_p.logit_bias.clear();
+        plain_p.repeat_penalty = 1.0f, plain_p.presence_penalty = 0, plain_p.frequency_penalty = 0;
+        Sampler beforehand(plain_p);
+        std::vector<int32_t> a, b, c;
+        for (int i = 0; i < 200; ++i) {
+          a.push_back(in_place.sample(l.data(), 5000, history));
+          b.push_back(list.sample(l.data(), 5000, history));
+          c.push_back(beforehand.sample(changed.data(), 5000, {}));
+        }
+        EXPECT_EQ(a, b) << "temperature " << temp << " top-k " << k << " top-p " << top_p;
+        EXPECT_EQ(a, c) << "temperature " << temp << " top-k " << k << " top-p " << top_p;
+        EXPECT_EQ(std::count(a.begin(), a.end(), 1), 0);  // banned
+        if (temp == 0) {
+          EXPECT_EQ(a[0], 2);  // 10 - 1 over the rest's at most 3.75 + 3
+        }
+      }
 }
 
 TEST(Sampler, SameSeedSameTokens) {
