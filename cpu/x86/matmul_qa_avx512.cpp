@@ -20,10 +20,6 @@
 #include "cpu/x86/qa_unpack_avx512.h"
 #include "quant/qa_layout.h"
 
-
-
-
-
 namespace basalt::kernels {
 
 namespace {
