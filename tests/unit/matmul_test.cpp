@@ -174,6 +174,45 @@ TEST_P(MatmulIsa, ExtremeCodesAndInputsStayExact) {
   EXPECT_GT(checked, 0);
 }
 
+// A token's outputs come out with the same bits whether it runs alone (decode's
+// kernel) or among others (prefill's): a prompt's last token and the tokens
+// decoded after it must round alike, and a server's sequences must not
+// depend on who shares their step. For every qa format and token counts that
+// take each prefill path; but AMX's tiles (from 16 tokens here) scale the
+// blocks' int32 sums their own way, and 8-bit, K-quant and GPTQ 8-bit rows come
+// out a few bits apart from its decode's: a debt (docs/PERFORMANCE.md 3.1o), so
+// AMX runs the counts below its tiles.
+TEST_P(MatmulIsa, TokenAloneGivesTheBitsOfItsRowInABatch) {
+  const Isa isa = GetParam();
+  NEED_ISA(isa);
+  std::mt19937 rng(12);
+  const int64_t rows = 40, cols = 512;
+  int checked = 0;
+  for (const Format& f : kFormats) {
+    if (f.format != WeightFormat::qa) continue;
+    Weight w = random_weight(f, rows, cols, rng);
+    for (int64_t n_tok : {3, 9, 17, 40}) {
+      if (isa == Isa::amx && n_tok >= 16) continue;
+      std::vector<float> x(static_cast<size_t>(n_tok * cols));
+      std::normal_distribution<float> nd(0, 1);
+      for (float& v : x) v = nd(rng);
+      QuantizedActs xq;
+      quantize_activations(x.data(), n_tok, cols, xq);
+      std::vector<float> all(static_cast<size_t>(n_tok * rows)), one(static_cast<size_t>(rows));
+      matmul({&w, x.data(), &xq, n_tok, all.data(), rows, 0, rows}, isa);
+      for (int32_t t : {0, static_cast<int32_t>(n_tok - 1)}) {
+        QuantizedActs alone;
+        alone.gather(xq, &t, 1);
+        matmul({&w, x.data() + t * cols, &alone, 1, one.data(), rows, 0, rows}, isa);
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + t * rows, sizeof(float) * rows))
+            << f.name << " " << isa_name(isa) << " tokens " << n_tok << " token " << t;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, isa == Isa::amx ? 10 : 30);
+}
+
 // The integer path must agree with the float definition of the format within
 // what int8 activations lose.
 TEST(Matmul, QuantizedMatchesDequantizedFloat) {
