@@ -55,7 +55,7 @@ int qa_avxvnni_pass_tokens(int64_t n_tok);  // likewise for matmul_qa_avxvnni
 MatmulKernel matmul_qa_avx512(const Weight& w);
 MatmulKernel matmul_qa_amx(const Weight& w);  // from amx_min_tokens(w) tokens on AMX tiles; fewer: matmul_qa_avx512
 // The tokens from which AMX tiles beat the AVX-512 VNNI kernel on w's format
-// (docs/PERFORMANCE.md 3.2a): 32 to 96, and 512 for Q6_K (equal there).
+// (docs/PERFORMANCE.md 3.2a, 3.2b): 32 to 96.
 int64_t amx_min_tokens(const Weight& w);
 // n > 0: the tiles from n tokens for every format (tests: AMX's path at 17
 // tokens); 0: the measured defaults.

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 // qa matmul prefill on AMX tiles (Intel Xeon since Sapphire Rapids). Per block
-// of 32 columns one tdpbsud multiplies 16 tokens' int8 activations (A: the
-// rows of QuantizedActs as they are) by a tile's 16 rows of unsigned codes
+// of 32 columns one tdpbssd multiplies 16 tokens' int8 activations (A: the
+// rows of QuantizedActs as they are) by a tile's 16 rows of signed codes
 // (B: the qa layout's 64-byte chunks already are AMX's rows of 4-byte groups,
-// so a block unpacks to B with no shuffle), and AVX-512 applies the block's
-// row and token scales to the 16 x 16 int32 result. A tile's blocks are
+// so a block unpacks to B with no shuffle; the zero code is taken off as it
+// does), and AVX-512 applies the block's row and token scales to the 16 x 16
+// int32 result with the AVX-512 kernel's formula: those are the same exact
+// sums, so a token's rows come out with the same bits in a prefill on the
+// tiles as alone in decode (MatmulIsa.TokenAloneGivesTheBitsOfItsRowInABatch). A tile's blocks are
 // unpacked once per run of tokens whose activations fit in L2, and reused for
 // every 16 of them. Under amx_min_tokens (decode, a server's batch) the AVX-512 kernel runs.
 #include <immintrin.h>
@@ -103,7 +106,7 @@ struct Buffer {
 struct Scratch {
   Buffer<__m512i> b;          // [block][8]: B rows
   Buffer<__m512> scale;       // [block][2]: scale, and bias or the high half's scale
-  Buffer<float> xd, z1, z2;   // [token of the run, padded to 16][block]
+  Buffer<float> xd, xds;      // [token of the run, padded to 16][block]: QuantizedActs' d and dsum
   alignas(64) int32_t c[3][2][16 * 16];  // [block % 3][half]: results, 16 tokens x 16 rows
   Buffer<int8_t> a;           // [16 tokens][block][16 x 32 bytes]: the run's activations as A tiles
 };
@@ -115,30 +118,15 @@ constexpr int zero_code() {
   return Bits == 8 ? 128 : (S == QaScales::f16_sym ? 8 : (S == QaScales::q6k ? 32 : 0));
 }
 
-// Token terms per block: the activations' scale xd, and from their block sums
-// (S = s0 + s1): the zero code's share z1 = kZero S xd (q6k per half: z1 =
-// 32 s0 xd, z2 = 32 s1 xd), and for the formats with a bias z2 = S xd.
-template <int Bits, QaScales S>
+// Token terms per block, contiguous for the run: the activations' scale xd
+// and dsum (their scale x their block sum: the bias term's factor).
 void token_terms(const QuantizedActs& xq, int64_t t0, int64_t nt, int64_t nb, Scratch& s) {
-  constexpr int kZero = zero_code<Bits, S>();
   const int64_t n = (nt + 15) / 16 * 16 * nb;
   s.xd.zeroed(n);  // tokens past nt: zeros, so their results are too
-  s.z1.zeroed(n);
-  s.z2.zeroed(n);
+  s.xds.zeroed(n);
   for (int64_t t = 0; t < nt; ++t) {
-    const float* xd = xq.d_row(t0 + t);
-    const int16_t* s16 = xq.sum16_row(t0 + t);
-    float* z1 = s.z1.data() + t * nb;
-    float* z2 = s.z2.data() + t * nb;
-    std::memcpy(s.xd.data() + t * nb, xd, sizeof(float) * nb);
-    for (int64_t b = 0; b < nb; ++b) {
-      const float lo = static_cast<float>(s16[2 * b]) * xd[b], hi = static_cast<float>(s16[2 * b + 1]) * xd[b];
-      if constexpr (S == QaScales::q6k) {
-        z1[b] = kZero * lo, z2[b] = kZero * hi;
-      } else {
-        z1[b] = kZero * (lo + hi), z2[b] = lo + hi;
-      }
-    }
+    std::memcpy(s.xd.data() + t * nb, xq.d_row(t0 + t), sizeof(float) * nb);
+    std::memcpy(s.xds.data() + t * nb, xq.dsum_row(t0 + t), sizeof(float) * nb);
   }
 }
 
@@ -169,6 +157,9 @@ void unpack_tile(const QaLayout& L, const uint8_t* tile, int64_t nb, Scratch& s)
       const int64_t b = g * G + j;
       __m512i* rows = s.b.data() + b * 8;
       unpack<Bits>(L.quants(grp, j), rows, rows + 4);
+      constexpr int kZero = zero_code<Bits, S>();  // codes less their zero, signed (8 bits: q + 128 - 128 wraps to q)
+      if constexpr (kZero != 0)
+        for (int k = 0; k < 8; ++k) rows[k] = _mm512_sub_epi8(rows[k], _mm512_set1_epi8(static_cast<char>(kZero)));
       const uint8_t* st = L.scales(grp, j);
       __m512* sc = s.scale.data() + b * 2;
       if constexpr (S == QaScales::f16_sym) sc[0] = load_f16x16(st);
@@ -189,7 +180,6 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
   const int8_t* a = s.a.data() + t / 16 * nb * 512;
   constexpr bool kSplitHalves = S == QaScales::q6k;
   constexpr bool kBias = S == QaScales::f16_affine || S == QaScales::f16_zero || S == QaScales::kquant;
-  constexpr int kZero = zero_code<Bits, S>();
   // Three stages, so that nothing waits on the tile unit: while the vector
   // units scale block b, the product of b + 1 (issued one block earlier) is
   // stored and that of b + 2 starts. Block b's results are in s.c[b % 3]; the
@@ -204,18 +194,18 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
       _tile_loadd(kBhi, rows + 4, 64);
       _tile_zero(kClo);
       _tile_zero(kChi);
-      _tile_dpbsud(kClo, kAlo, kBlo);
-      _tile_dpbsud(kChi, kAhi, kBhi);
+      _tile_dpbssd(kClo, kAlo, kBlo);
+      _tile_dpbssd(kChi, kAhi, kBhi);
     } else if (b & 1) {
       _tile_loadd(kA1, a + b * 512, 32);
       _tile_loadd(kB1, rows, 64);
       _tile_zero(kC1);
-      _tile_dpbsud(kC1, kA1, kB1);
+      _tile_dpbssd(kC1, kA1, kB1);
     } else {
       _tile_loadd(kA0, a + b * 512, 32);
       _tile_loadd(kB0, rows, 64);
       _tile_zero(kC0);
-      _tile_dpbsud(kC0, kA0, kB0);
+      _tile_dpbssd(kC0, kA0, kB0);
     }
   };
   auto store = [&](int64_t b) {
@@ -246,20 +236,20 @@ void tokens_x_tile(int64_t t, int64_t nb, Scratch& s, __m512 out[16]) {
     const __m512 scale = s.scale.data()[b * 2];
     const __m512 second = kBias || kSplitHalves ? s.scale.data()[b * 2 + 1] : scale;  // f16_sym has one
     const float* xd = s.xd.data() + t * nb + b;
-    const float* z1 = s.z1.data() + t * nb + b;
-    const float* z2 = s.z2.data() + t * nb + b;
+    const float* xds = s.xds.data() + t * nb + b;
+    // The AVX-512 kernel's arithmetic (matmul_qa_avx512.cpp), step for step.
     for (int i = 0; i < 16; ++i) {
       const __m512 vxd = _mm512_set1_ps(xd[i * nb]);
-      const __m512 lo_c = _mm512_cvtepi32_ps(_mm512_load_si512(c[0] + 16 * i));
-      const __m512 lo = kZero ? _mm512_fmsub_ps(lo_c, vxd, _mm512_set1_ps(z1[i * nb])) : _mm512_mul_ps(lo_c, vxd);
-      acc[i] = _mm512_fmadd_ps(scale, lo, acc[i]);
-      if constexpr (kBias) {
-        const __m512 zs = _mm512_set1_ps(z2[i * nb]);
-        acc[i] = S == QaScales::f16_affine ? _mm512_fmadd_ps(second, zs, acc[i]) : _mm512_fnmadd_ps(second, zs, acc[i]);
+      const __m512 lo = _mm512_cvtepi32_ps(_mm512_load_si512(c[0] + 16 * i));
+      if constexpr (kSplitHalves) {  // scaled_halves, then x's scale
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_load_si512(c[1] + 16 * i));
+        acc[i] = _mm512_fmadd_ps(_mm512_fmadd_ps(lo, scale, _mm512_mul_ps(hi, second)), vxd, acc[i]);
+      } else {
+        acc[i] = _mm512_fmadd_ps(lo, _mm512_mul_ps(scale, vxd), acc[i]);
       }
-      if constexpr (kSplitHalves) {
-        const __m512 hi_c = _mm512_cvtepi32_ps(_mm512_load_si512(c[1] + 16 * i));
-        acc[i] = _mm512_fmadd_ps(second, _mm512_fmsub_ps(hi_c, vxd, _mm512_set1_ps(z2[i * nb])), acc[i]);
+      if constexpr (kBias) {
+        const __m512 xs = _mm512_set1_ps(xds[i * nb]);
+        acc[i] = S == QaScales::f16_affine ? _mm512_fmadd_ps(second, xs, acc[i]) : _mm512_fnmadd_ps(second, xs, acc[i]);
       }
     }
   }
@@ -282,7 +272,7 @@ void matmul_qa_amx(const MatmulArgs& a) {
   const int64_t run = max_i(16, kRunActBytes / xq.stride / 16 * 16);
   for (int64_t r0 = 0; r0 < a.n_tok; r0 += run) {
     const int64_t nr = min_i(run, a.n_tok - r0);
-    token_terms<Bits, S>(xq, r0, nr, nb, s);
+    token_terms(xq, r0, nr, nb, s);
     pack_activations(xq, r0, nr, nb, s);
     for (const Span& sp : spans) {
       unpack_tile<Bits, S>(L, sp.tile, nb, s);
@@ -324,8 +314,8 @@ MatmulKernel matmul_qa_amx(const Weight& w) { return qa_dispatch<QaKernel>(w); }
 // Tiles take 16 tokens, so a part-filled one costs a whole one, and each
 // block's scales are applied to 16 x 16 sums stored from a tile; at the
 // server's batches (16-32 tokens) the VNNI kernel was 1.3-1.9x faster
-// (PERFORMANCE.md 3.2a). Q6_K's per-16 scales take two tiles a block: even at
-// 512 tokens the two kernels tie.
+// (PERFORMANCE.md 3.2a). Q6_K's per-16 scales take two tiles a block; with
+// its zero point taken off in the codes the tiles win from 96 (3.2b).
 namespace {
 std::atomic<int64_t> g_amx_min_tokens{0};  // set_amx_min_tokens
 }  // namespace
@@ -334,8 +324,7 @@ void set_amx_min_tokens(int64_t n) { g_amx_min_tokens = n; }
 
 int64_t amx_min_tokens(const Weight& w) {
   if (const int64_t forced = g_amx_min_tokens.load(std::memory_order_relaxed)) return forced;
-  if (w.scales == QaScales::q6k) return 512;
-  return w.bits == 8 ? 96 : w.bits == 5 ? 32 : 48;
+  return w.bits == 8 || w.scales == QaScales::q6k ? 96 : w.bits == 5 ? 32 : 48;
 }
 
 }  // namespace basalt::kernels
