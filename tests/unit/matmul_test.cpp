@@ -320,9 +320,9 @@ TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
       ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * want.size()))
           << f.name << " " << isa_name(isa) << " tokens " << n_tok;
       // A call may take fewer tokens than were quantized: the first ones. It
-      // is compared with a call on those tokens alone, not with the longer
-      // call's rows: a kernel may pick another path for fewer tokens (AMX
-      // runs from amx_min_tokens), and paths may round differently.
+      // is compared with a call on those tokens alone, so that this checks
+      // what is read (that the paths for more and fewer tokens round alike is
+      // TokenAloneGivesTheBitsOfItsRowInABatch's to check).
       const int64_t fewer = n_tok - 2;
       QuantizedActs first;
       quantize_activations(x.data(), fewer, cols, first);
