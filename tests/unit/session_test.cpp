@@ -12,6 +12,7 @@
 #include "core/runtime/executor.h"
 #include "core/runtime/session.h"
 #include "cpu/isa.h"
+#include "cpu/matmul.h"
 #include "tests/unit/isa_testing.h"
 #if defined(BASALT_VULKAN)
 #include "gpu/stream.h"
@@ -76,6 +77,25 @@ TEST_F(SessionTest, ChunkedPrefillEqualsOneBatch) {
   auto whole = run_all(*m, ids, 16);
   for (int64_t ub : {1, 3, 5}) EXPECT_LT(max_rel_diff(run_all(*m, ids, ub), whole), 1e-5) << "ubatch " << ub;
 }
+
+// A prompt prefilled in one batch on AMX's tiles (from 16 tokens here) and in
+// chunks of 5 (the AVX-512 kernel's, decode's) gives the same logits: a
+// server's chunking, which follows its load, must not change a request's
+// text. The matmuls round alike bit for bit (MatmulIsa.
+// TokenAloneGivesTheBitsOfItsRowInABatch), the attention to 1e-12
+// (AttentionIsa.ChunkedPrefillEqualsOneBatch).
+#if defined(BASALT_X86)
+TEST_F(SessionTest, PrefillOnTheTilesEqualsChunksBelowThem) {
+  NEED_ISA(Isa::amx);
+  auto m = Model::load(path_);
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < 40; ++t) ids.push_back(1 + (t * 37) % 200);
+  kernels::set_amx_min_tokens(16);
+  const auto whole = run_all(*m, ids, 64), chunks = run_all(*m, ids, 5);
+  kernels::set_amx_min_tokens(0);
+  EXPECT_LT(max_rel_diff(chunks, whole), 1e-12);  // the tiles' old rounding: 6e-8
+}
+#endif
 
 TEST_F(SessionTest, BatchOfSeveralSequencesEqualsSeparateRuns) {
   auto m = Model::load(path_);
