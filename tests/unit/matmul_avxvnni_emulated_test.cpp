@@ -35,13 +35,6 @@ void run_emulated(const MatmulArgs& a) {
   k(a);
 }
 
-std::vector<float> normal_inputs(int64_t n, std::mt19937& rng) {
-  std::vector<float> x(static_cast<size_t>(n));
-  std::normal_distribution<float> nd(0, 1);
-  for (float& v : x) v = nd(rng);
-  return x;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
@@ -60,7 +53,7 @@ TEST(MatmulAvxVnniEmulated, MatchesTheReferenceAndTheAvx2Kernels) {
       for (int64_t rows : {1, 15, 33}) {
         const Weight w = testutil::random_weight(f, rows, cols, rng);
         for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 67}) {
-          const std::vector<float> x = normal_inputs(n_tok * cols, rng);
+          const std::vector<float> x = testutil::normal_inputs(n_tok * cols, rng);
           const std::string what = std::string(f.name) + " rows " + std::to_string(rows) + " cols " +
                                    std::to_string(cols) + " tokens " + std::to_string(n_tok);
           QuantizedActs xq;
@@ -116,7 +109,7 @@ TEST(MatmulAvxVnniEmulated, GivesTheBitsOfTheRealKernels) {
     if (f.format != WeightFormat::qa) continue;
     const Weight w = testutil::random_weight(f, rows, cols, rng);
     for (int64_t n_tok : {1, 2, 4, 6, 7, 9, 13, 67}) {
-      const std::vector<float> x = normal_inputs(n_tok * cols, rng);
+      const std::vector<float> x = testutil::normal_inputs(n_tok * cols, rng);
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);
       std::vector<float> emulated(static_cast<size_t>(n_tok * rows), NAN), real(emulated);

@@ -189,9 +189,7 @@ TEST_P(MatmulIsa, TokenAloneGivesTheBitsOfItsRowInABatch) {
     if (f.format != WeightFormat::qa) continue;
     Weight w = random_weight(f, rows, cols, rng);
     for (int64_t n_tok : {3, 9, 17, 40}) {
-      std::vector<float> x(static_cast<size_t>(n_tok * cols));
-      std::normal_distribution<float> nd(0, 1);
-      for (float& v : x) v = nd(rng);
+      const std::vector<float> x = testutil::normal_inputs(n_tok * cols, rng);
       QuantizedActs xq;
       quantize_activations(x.data(), n_tok, cols, xq);
       std::vector<float> all(static_cast<size_t>(n_tok * rows)), one(static_cast<size_t>(rows));
@@ -308,9 +306,7 @@ TEST_P(MatmulIsa, ActivationsQuantizedAgainAreReadAfresh) {
     Weight w = random_weight(f, rows, cols, rng);
     QuantizedActs kept;
     for (int64_t n_tok : {12, 12, 17, 3, 17}) {
-      std::vector<float> x(static_cast<size_t>(n_tok * cols));
-      std::normal_distribution<float> nd(0, 1);
-      for (float& v : x) v = nd(rng);
+      const std::vector<float> x = testutil::normal_inputs(n_tok * cols, rng);
       QuantizedActs fresh;
       quantize_activations(x.data(), n_tok, cols, fresh);
       quantize_activations(x.data(), n_tok, cols, kept);

@@ -27,4 +27,12 @@ Weight random_weight(const Format& f, int64_t rows, int64_t cols, std::mt19937& 
 std::vector<uint8_t> random_rowmajor(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng,
                                      int quant_fill = -1);
 
+// n activations from N(0, 1).
+inline std::vector<float> normal_inputs(int64_t n, std::mt19937& rng) {
+  std::vector<float> x(static_cast<size_t>(n));
+  std::normal_distribution<float> nd(0, 1);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
 }  // namespace basalt::testutil
