@@ -17,8 +17,9 @@ namespace basalt::cpu {
 // yq, when given: also y quantized (cpu/activations.h), each row as it is made.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, QuantizedActs* yq = nullptr);
 
-// Rotates the first rope_dim dims of each head of x: [n][n_head * head_dim], in place.
-void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p);
+// Rotates the first rope_dim dims of each head of x: [n][n_head * head_dim], in
+// place, by the n tokens' cos and sin in tables (rope_tables(), core/graph/op_params.h).
+void rope(float* x, int64_t n, const float* tables, const RopeParams& p);
 
 // y = silu(gate) * up, element-wise; gate, up, y: [n][d]; y may alias gate.
 // yq as for rms_norm. Both run the row kernels of selected_isa() (cpu/rows.h).

@@ -415,7 +415,7 @@ class VulkanBackend final : public Backend {
                            [&](const RopeTable& t) { return t.theta == p.theta_base && t.scale == p.freq_scale; });
     if (it == rope_tables_.end()) it = rope_tables_.insert(rope_tables_.end(), RopeTable{p.theta_base, p.freq_scale, nullptr, false});
     if (!it->current) {
-      const std::vector<float> cs = gpu::rope_tables(ctx.batch->pos.data(), ctx.batch->size(), p);
+      const std::vector<float> cs = rope_tables(ctx.batch->pos.data(), ctx.batch->size(), p);
       ensure(it->buf, cs.size() * 4, "RoPE tables", &ctx);
       stream().upload(*it->buf, cs.data(), cs.size() * 4);
       it->current = true;

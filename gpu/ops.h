@@ -157,8 +157,7 @@ void add(Device& device, Stream& stream, const Buffer& a, const Buffer& b, const
 void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& w, const Buffer& y,
               int64_t y_offset, int64_t n, int64_t d, float eps);
 // RoPE in place on [n][n_head * head_dim] from x_offset, with the tables of
-// rope_tables() for the n tokens' positions uploaded to `tables`.
-std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p);
+// rope_tables() (core/graph/op_params.h) for the n tokens' positions uploaded to `tables`.
 void rope(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& tables, int64_t n,
           const RopeParams& p);
 

@@ -45,4 +45,10 @@ inline void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs, float* sn)
   }
 }
 
+// The cos and sin of every pair of n tokens at positions pos: [2][n][rope_dim
+// / 2], the cos of every token, then the sin. A batch's rope nodes of one
+// base and scale share them (Gemma 3's local and global layers make two
+// sets): a step makes them once, not once per layer (core/graph/rope.cpp).
+std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p);
+
 }  // namespace basalt

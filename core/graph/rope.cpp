@@ -56,4 +56,11 @@ RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq
   return p;
 }
 
+std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p) {
+  const int64_t half = p.rope_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(2 * n * half));
+  for (int64_t t = 0; t < n; ++t) rope_cos_sin(p, pos[t], cs.data() + t * half, cs.data() + (n + t) * half);
+  return cs;
+}
+
 }  // namespace basalt

@@ -10,13 +10,13 @@
 
 namespace basalt::cpu {
 
-void rope(float* x, int64_t n, const int32_t* pos, const RopeParams& p) {
+void rope(float* x, int64_t n, const float* tables, const RopeParams& p) {
   const int64_t half = p.rope_dim / 2;
   // Tokens in chunks across the pool (prefill); a decode token stays on the caller.
   parallel_for(n, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, p.n_head * p.head_dim)), [&](int64_t t0, int64_t t1) {
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
     for (int64_t t = t0; t < t1; ++t) {
-      rope_cos_sin(p, pos[t], cs.data(), sn.data());
+      const float* cs = tables + t * half;
+      const float* sn = tables + (n + t) * half;
       for (int64_t h = 0; h < p.n_head; ++h) {
         float* xh = x + (t * p.n_head + h) * p.head_dim;
         for (int64_t i = 0; i < half; ++i) {

@@ -27,14 +27,6 @@ void rms_norm(Device& device, Stream& stream, const Buffer& x, int64_t x_offset,
                   {u32(n, "rms_norm: rows"), 1, 1});
 }
 
-std::vector<float> rope_tables(const int32_t* pos, int64_t n, const RopeParams& p) {
-  const int64_t half = p.rope_dim / 2;
-  std::vector<float> cs(static_cast<size_t>(2 * n * half));  // cos of every token, then sin
-  for (int64_t t = 0; t < n; ++t)
-    rope_cos_sin(p, pos[t], cs.data() + t * half, cs.data() + (n + t) * half);
-  return cs;
-}
-
 void rope(Device& device, Stream& stream, const Buffer& x, int64_t x_offset, const Buffer& tables, int64_t n,
           const RopeParams& p) {
   if (n <= 0 || p.rope_dim < 2) return;

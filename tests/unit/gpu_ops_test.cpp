@@ -357,8 +357,8 @@ TEST(GpuOps, AddRmsNormAndRopeMatchCpu) {
       const std::vector<int32_t> pos = {0, 1, 17, 4095, 40000};
       const int64_t n = static_cast<int64_t>(pos.size()), width = p.n_head * p.head_dim;
       std::vector<float> want = random_floats(static_cast<size_t>(n * width), rng), got(want.size());
-      const std::vector<float> x = want, tables = gpu::rope_tables(pos.data(), n, p);
-      cpu::rope(want.data(), n, pos.data(), p);
+      const std::vector<float> x = want, tables = rope_tables(pos.data(), n, p);
+      cpu::rope(want.data(), n, tables.data(), p);
       gpu::Buffer xb(*dev, x.size() * 4, gpu::Memory::device, "x"), tb(*dev, tables.size() * 4, gpu::Memory::device, "t");
       gpu::Stream s(*dev);
       s.upload(xb, x.data(), x.size() * 4);
