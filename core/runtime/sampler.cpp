@@ -105,10 +105,23 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
   if (p_.temperature <= 0 && !adjusted) {
     // Greedy with nothing to adjust: the first largest logit, read in place.
     // A server's step samples each of its sequences in turn while the worker
-    // threads wait; the candidate list cost 3% of a 16-sequence step.
-    int64_t best = 0;
-    for (int64_t i = 1; i < n_vocab; ++i)
-      if (logits[i] > logits[best]) best = i;
+    // threads wait; the candidate list cost 3% of a 16-sequence step, and a
+    // scan one logit at a time 12% (Gemma 3's 262k): blocks with nothing
+    // past the best so far are skipped by one compare of the block, which
+    // the compiler vectorizes (as best_k's).
+    constexpr int64_t kBlock = 64;
+    int64_t best = 0, i = 1;
+    auto take = [&](int64_t j) {
+      if (logits[j] > logits[best]) best = j;
+    };
+    for (; i + kBlock <= n_vocab; i += kBlock) {
+      const float w = logits[best];
+      int any = 0;
+      for (int64_t j = 0; j < kBlock; ++j) any |= logits[i + j] > w;
+      if (any)
+        for (int64_t j = 0; j < kBlock; ++j) take(i + j);
+    }
+    for (; i < n_vocab; ++i) take(i);
     return static_cast<int32_t>(best);
   }
   if (adjusted) adjust(logits, n_vocab, history, penalties);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -56,18 +57,21 @@ TEST(Sampler, GreedyTakesTheMaximum) {
 // Greedy with nothing to adjust reads the logits in place; with a bias (here
 // of zero) on one token it takes the best of the rest and that one's biased
 // logit; with biases on many it goes through the candidate list: all three
-// pick the same token, the lower id on ties.
+// pick the same token, the lower id on ties. Rising logits move the best
+// often, inside the in-place scan's blocks of 64 and in its tail.
 TEST(Sampler, GreedyInPlaceEqualsTheCandidateList) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> level(0, 40);
   SamplingParams biased = plain(0);
   biased.logit_bias = {{0, 0.0f}};
-  for (int round = 0; round < 50; ++round) {
-    std::vector<float> l(1000);
-    for (float& x : l) x = static_cast<float>(level(rng)) / 8;  // many ties
-    const int32_t want = Sampler(listed(plain(0), 1000)).sample(l.data(), 1000, {});
-    EXPECT_EQ(Sampler(plain(0)).sample(l.data(), 1000, {}), want);
-    EXPECT_EQ(Sampler(biased).sample(l.data(), 1000, {}), want);
+  for (int round = 0; round < 80; ++round) {
+    const int32_t n = std::array<int32_t, 4>{1000, 5 * 64 + 1, 65, 63}[round % 4];
+    const float rise = round % 8 < 4 ? 0.0f : 1.0f / 64;  // 40 / 8 over 320 logits
+    std::vector<float> l(static_cast<size_t>(n));
+    for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>(level(rng)) / 8 + rise * static_cast<float>(i);  // many ties
+    const int32_t want = Sampler(listed(plain(0), n)).sample(l.data(), n, {});
+    EXPECT_EQ(Sampler(plain(0)).sample(l.data(), n, {}), want);
+    EXPECT_EQ(Sampler(biased).sample(l.data(), n, {}), want);
     EXPECT_EQ(want, std::max_element(l.begin(), l.end()) - l.begin());  // the first of the largest
   }
 }
