@@ -32,6 +32,7 @@ void WorkShares::reset(int n_threads) {
   for (int i = 0; i < n_; ++i) {
     shares_[i].range.store(0, std::memory_order_relaxed);
     shares_[i].ctx = nullptr;
+    claims_[i] = {};
   }
 }
 
@@ -52,13 +53,23 @@ void* WorkShares::room(int me, size_t bytes, void (*destroy)(void*), bool* fresh
 void WorkShares::publish(int me, int64_t n_units, const void* ctx) {
   if (n_units < 0 || n_units > 0x7fffffff) throw Error("internal: WorkShares unit count out of range");
   shares_[me].ctx = ctx;
+  claims_[me] = {};
   shares_[me].range.store(pack(0, static_cast<uint64_t>(n_units)), std::memory_order_release);
 }
 
 int64_t WorkShares::take(int me) {
-  // One atomic add: a front pushed past the back reads as empty to everyone.
-  const uint64_t r = shares_[me].range.fetch_add(pack(1, 0), std::memory_order_relaxed);
-  return front_of(r) < back_of(r) ? front_of(r) : -1;
+  Claim& c = claims_[me];
+  if (c.next < c.end) return c.next++;
+  // One atomic add claims k units: a front pushed past the back reads as
+  // empty to everyone, and a thief that cut the back meanwhile leaves fewer.
+  const uint64_t seen = shares_[me].range.load(std::memory_order_relaxed);
+  int64_t k = (back_of(seen) - front_of(seen)) / 16;
+  k = k < 1 ? 1 : k > 8 ? 8 : k;
+  const uint64_t r = shares_[me].range.fetch_add(pack(static_cast<uint64_t>(k), 0), std::memory_order_relaxed);
+  const int64_t f = front_of(r), b = back_of(r);
+  if (f >= b) return -1;
+  c = {f + 1, f + k < b ? f + k : b};
+  return f;
 }
 
 bool WorkShares::steal(int me, Stolen* out) {
