@@ -59,6 +59,7 @@ struct AttentionKernels {
   void (*tile)(const AttentionTile& t);
   int64_t (*scratch_floats)(int64_t n_kv, int64_t rows_per_kv_head, int64_t head_dim);
   void (*exp)(const float* x, float* y, int64_t n);        // the softmax's exp (here for its test)
+  void (*exp_p)(const float* x, float* y, int64_t n);      // its exp where P goes to bf16 (AMX tiles; else exp)
   // Query rows per tile and KV head (tokens x the query heads of one KV head)
   // for a cache of this type: what amortizes the tile's per-block work.
   int64_t (*tile_rows)(KvType type, int64_t head_dim);
