@@ -82,7 +82,8 @@ void reset_attention_bf16_dots();       // back to the CPU's and BASALT_ATTENTIO
 // With isa amx and neither of those set, the f16 cache's scores and P V run
 // on AMX bf16 tiles (kernels::attention_amx: 16 x 16 x 32 products per
 // instruction, where vdpbf16ps is no faster than f32 FMAs on Intel), rounded
-// as the bf16 dots; for heads amx_int8_head takes, q8 keys' scores on int8
+// as the bf16 dots (the softmax weights' exp only to bf16's precision,
+// Simd::exp_for_bf16: relative error < 1e-5); for heads amx_int8_head takes, q8 keys' scores on int8
 // tiles and the q8 and q4 values' P V in integers (int8_query_int_p and
 // int_p below: whole tiles of rows on the tiles, decode's on VNNI, which
 // makes the same integers); the rest as AVX-512 without the bf16 dots. Not
