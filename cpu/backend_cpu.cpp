@@ -87,6 +87,9 @@ class CpuBackend final : public Backend {
         const ModelSpec& s = *ctx.spec;
         if (out != in0) std::memcpy(out, in0, sizeof(float) * rows * w_out);
         const RopeParams p = rope_params(n, s, w_out);
+        if (rows != ctx.batch->size())  // row t is token t: its tables' cos at t, sin at batch size + t
+          throw Error("internal: a rope node over " + std::to_string(rows) + " rows in a batch of " +
+                      std::to_string(ctx.batch->size()));
         cpu::rope(out, rows, batch_tables(ctx, p), p);
         break;
       }
