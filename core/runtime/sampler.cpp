@@ -102,33 +102,13 @@ void Sampler::best_k(const float* logits, int64_t n_vocab, size_t k) {
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
   const bool penalties = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0 || p_.frequency_penalty != 0;
   const bool adjusted = !p_.logit_bias.empty() || (penalties && p_.repeat_last_n > 0);
-  if (p_.temperature <= 0 && !adjusted) {
-    // Greedy with nothing to adjust: the first largest logit, read in place.
-    // A server's step samples each of its sequences in turn while the worker
-    // threads wait; the candidate list cost 3% of a 16-sequence step, and a
-    // scan one logit at a time 12% (Gemma 3's 262k): blocks with nothing
-    // past the best so far are skipped by one compare of the block, which
-    // the compiler vectorizes (as best_k's).
-    constexpr int64_t kBlock = 64;
-    int64_t best = 0, i = 1;
-    auto take = [&](int64_t j) {
-      if (logits[j] > logits[best]) best = j;
-    };
-    for (; i + kBlock <= n_vocab; i += kBlock) {
-      const float w = logits[best];
-      int any = 0;
-      for (int64_t j = 0; j < kBlock; ++j) any |= logits[i + j] > w;
-      if (any)
-        for (int64_t j = 0; j < kBlock; ++j) take(i + j);
-    }
-    for (; i < n_vocab; ++i) take(i);
-    return static_cast<int32_t>(best);
-  }
   if (adjusted) adjust(logits, n_vocab, history, penalties);
   else adj_.clear();
   // top-k (greedy: top-1) from the logits as they are, the few that the bias
   // and penalties change offered apart: no candidate list of the vocabulary
-  // (sampling took 15% of a Gemma 3 server's CPU: docs/PERFORMANCE.md 9.10).
+  // (sampling took 15% of a Gemma 3 server's CPU: docs/PERFORMANCE.md 9.10),
+  // and blocks of logits with nothing past the k-th best skipped (greedy
+  // read one logit at a time was 12% of a 16-sequence step, 9.12).
   // Where they change a sixteenth of it or more, the list costs no more.
   const bool top_k = p_.top_k > 0 && p_.top_k < n_vocab;
   if ((top_k || p_.temperature <= 0) && static_cast<int64_t>(adj_.size()) < n_vocab / 16) {
