@@ -49,19 +49,25 @@ inline __m512 scaled_halves(__m512i a0, __m512i a1, __m512 scale, __m512 scale_h
 
 // Where a token's int32 sums of block b start: minus the zero point's share
 // (zero x the token's sum of x), so that it costs no extra op. Q6_K's two
-// halves (a1 too) from QuantizedActs::q6k_zero, the others' from neg_sum
-// (a broadcast from memory and a shift: made from sum16, the term took six
-// instructions a token and block, one in eight of the register block's);
-// formats without a zero point at 0. xn, xz: the token's neg_sum and q6k_zero rows.
-template <int Bits, QaScales S>
-BASALT_ALWAYS_INLINE void start_sums(const int32_t* xn, const int32_t* xz, int64_t b, __m512i& a0, __m512i& a1) {
+// halves (a1 too) from QuantizedActs::q6k_zero; formats without a zero point
+// at 0; the others' from neg_sum in the register block (a broadcast from
+// memory and a shift: made from sum16, the term took six instructions a token
+// and block, one in eight of the block's), from sum16 in decode, where the
+// vector shift made a Zen 4 core decode 5-8% slower (docs/PERFORMANCE.md
+// 3.1p). The same int32 either way. xs, xn, xz: the token's sum16, neg_sum
+// and q6k_zero rows.
+template <int Bits, QaScales S, bool kFromNegSum>
+BASALT_ALWAYS_INLINE void start_sums(const int16_t* xs, const int32_t* xn, const int32_t* xz, int64_t b, __m512i& a0,
+                                     __m512i& a1) {
   constexpr int kZero = Bits == 8 ? 128 : S == QaScales::f16_sym ? 8 : 0;
   static_assert((kZero & (kZero - 1)) == 0, "a power of 2");
   a0 = a1 = _mm512_setzero_si512();
   if constexpr (S == QaScales::q6k)
     a0 = _mm512_set1_epi32(xz[2 * b]), a1 = _mm512_set1_epi32(xz[2 * b + 1]);
-  else if constexpr (kZero != 0)
+  else if constexpr (kZero != 0 && kFromNegSum)
     a0 = _mm512_slli_epi32(_mm512_set1_epi32(xn[b]), __builtin_ctz(kZero));
+  else if constexpr (kZero != 0)
+    a0 = _mm512_set1_epi32(-kZero * (xs[2 * b] + xs[2 * b + 1]));
 }
 
 // NTILE tiles (16 rows each) x NT tokens. Two tiles from distant rows are
@@ -83,7 +89,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
   // Token i's rows are at a fixed stride from token t0's (fewer live pointers).
   const int8_t* xq0 = xq.q_row(t0);
   const float* xd0 = xq.d_row(t0);
-  const int32_t* xn0 = xq.neg_sum_row(t0);
+  const int16_t* xs0 = xq.sum16_row(t0);
   const float* xds0 = xq.dsum_row(t0);
   const int32_t* xz0 = xq.q6k_zero_row(t0);
   const int64_t q_stride = xq.stride, d_stride = xq.stride / 32, s_stride = xq.stride / 16;
@@ -124,7 +130,7 @@ void tiles_x_tokens(const QaLayout& L, const uint8_t* const tiles[NTILE], int64_
           const float xd = xd0[i * d_stride + b];
           const __m512 vxd = _mm512_set1_ps(xd);
           __m512i a0, a1;
-          start_sums<Bits, S>(xn0 + i * d_stride, xz0 + i * s_stride, b, a0, a1);
+          start_sums<Bits, S, false>(xs0 + i * s_stride, nullptr, xz0 + i * s_stride, b, a0, a1);
           for (int c = 0; c < 4; ++c) {
             a0 = dpbusd_x4(a0, lo[c], x + 4 * c);
             a1 = dpbusd_x4(a1, hi[c], x + 16 + 4 * c);
@@ -178,7 +184,7 @@ void tiles_x_tokens_blocked(const uint8_t* const tiles[NTILE], int64_t nb, const
 #pragma GCC unroll 8
     for (int i = 0; i < NT; ++i) {
       __m512i z0, z1;
-      start_sums<Bits, S>(xn0 + i * d_stride, xz0 + i * s_stride, b, z0, z1);
+      start_sums<Bits, S, true>(nullptr, xn0 + i * d_stride, xz0 + i * s_stride, b, z0, z1);
 #pragma GCC unroll 4
       for (int u = 0; u < NTILE; ++u) {
         a0[u][i] = z0;
