@@ -108,7 +108,9 @@ bool attention_amx_tiles(Isa isa);
 // scales (q4: each group of 32 dims' own) rounded to 15 bits and a sign per
 // block of 64 keys (scale the block's largest magnitude / 32767), dotted with
 // the value codes exactly; int_p: that P V alone (the q4 cache, whose keys'
-// scores stay f32 there).
+// scores stay f32 there). AVX2 (and AVX-VNNI) make the same integers with
+// vpmaddwd for the caches with q8 keys (q8, k8v4) and heads of whole groups
+// of 32 dims: int8_query_int_p; the f16 and q4 caches stay f32 there.
 enum class AttentionDots { f32, bf16, int8_query, int8_query_bf16_p, int8_query_int_p, int_p };
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim);
 // The heads the AMX integer attention takes: whole 64-byte tile rows, each

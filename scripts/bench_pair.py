@@ -12,7 +12,9 @@
 #   scripts/bench_pair.py -r 10 --filter 'attention/1.1b/avx2/q8/d:16384/t:1/real' \
 #       /tmp/old/basalt_attention_bench 'BASALT_ATTENTION_I16=0 build/bin/basalt_attention_bench'
 # Prints per row each command's median time and, for the others, BASE's time
-# over theirs (> 1: faster than BASE), median and range over the rounds.
+# over theirs (> 1: faster than BASE), median and range over the rounds, and
+# the ratio of the fastest runs (noise only adds time: the steadier figure
+# where other machines' work comes and goes).
 # Bounded: R rounds of one filtered run per command.
 import argparse
 import os
@@ -82,11 +84,11 @@ def main() -> None:
     print("commands: " + "; ".join(f"[{i}] {c}" for i, c in enumerate(a.commands)))
     for row, per_command in times.items():
         base = per_command[0]
-        cells = [f"[0] {statistics.median(base):9.1f} us"]
+        cells = [f"[0] {statistics.median(base):9.1f} us (min {min(base):.1f})"]
         for i, ts in enumerate(per_command[1:], start=1):
             ratios = sorted(b / t for b, t in zip(base, ts))
             cells.append(f"[{i}] {statistics.median(ts):9.1f} us x{statistics.median(ratios):.2f}"
-                         f" ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+                         f" ({ratios[0]:.2f}-{ratios[-1]:.2f}; mins x{min(base) / min(ts):.2f})")
         print(f"{row}  " + "  ".join(cells))
 
 

@@ -4,6 +4,7 @@
 #include "cpu/x86/simd_avx2.h"
 
 #define BASALT_KERNEL_NS avx2
+#define BASALT_ATTENTION_I16_DOTS 1  // the caches with q8 keys in vpmaddwd's integers
 #include "cpu/x86/attention_x86.inc"
 
 namespace basalt::cpu::kernels {

@@ -140,6 +140,10 @@ struct Simd {
   }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.
+  static void store_i16(int16_t* q, V x) {  // rounded to nearest even, saturated
+    const __m256i i = _mm256_cvtps_epi32(x);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1)));
+  }
   static int32_t store_i8(int8_t* q, V x) {
     const __m256i i = _mm256_cvtps_epi32(x);
     const __m128i lo = _mm256_castsi256_si128(i), hi = _mm256_extracti128_si256(i, 1);

@@ -156,6 +156,9 @@ struct Simd {
   }
   // Rounds the W lanes to the nearest integer (ties to even, like nearbyint),
   // stores them as int8 (|x| <= 127 here) and returns their sum.
+  static void store_i16(int16_t* q, V x) {  // rounded to nearest even, saturated
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(x)));
+  }
   static int32_t store_i8(int8_t* q, V x) {
     const __m512i i = _mm512_cvtps_epi32(x);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i));

@@ -374,6 +374,23 @@ TEST(Attention, AmxTilesUnlessTurnedOff) {
   EXPECT_LT(expect_matches_reference(Isa::amx)[0], kMaxNmse);  // f16
 }
 
+// AVX2 (and AVX-VNNI, which shares its kernels) takes the caches with q8 keys
+// in AMX's integers where heads are whole groups of 32 dims, the f16 and q4
+// caches in f32 (what MatchesReference/avx2 holds them to). Elsewhere only f32.
+TEST(Attention, Avx2IntegersForTheQuantizedCaches) {
+#if !defined(BASALT_X86)
+  GTEST_SKIP() << "x86 kernels only";
+#endif
+  for (Isa isa : {Isa::avx2, Isa::avxvnni}) {
+    EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(isa, KvType::f16, 64));
+    EXPECT_EQ(cpu::AttentionDots::int8_query_int_p, cpu::attention_dots(isa, KvType::q8, 64));
+    EXPECT_EQ(cpu::AttentionDots::int8_query_int_p, cpu::attention_dots(isa, KvType::k8v4, 128));
+    EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(isa, KvType::q4, 96));
+    EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(isa, KvType::q8, 80));  // not whole groups of 32
+  }
+  EXPECT_EQ(cpu::AttentionDots::f32, cpu::attention_dots(Isa::scalar, KvType::q8, 64));
+}
+
 // The default follows the CPU as Linux reports it (/proc/cpuinfo): bf16 dots
 // where it has AVX512_BF16 and AVX-512 and is AMD's (cpu/attention.h).
 TEST(Attention, Bf16DotsByDefaultWhereTheyAreFaster) {
