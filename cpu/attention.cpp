@@ -124,7 +124,7 @@ void reset_attention_bf16_dots() { g_bf16_dots = -1; }
 
 AttentionDots attention_dots(Isa isa, KvType type, int64_t head_dim) {
 #if defined(BASALT_X86)
-  if (isa == Isa::avx2 || isa == Isa::avxvnni) {  // integers for the quantized caches (kernels::attention_avx2)
+  if (isa == Isa::avx2 || isa == Isa::avxvnni) {  // integers for the caches with q8 keys (kernels::attention_avx2)
     if (head_dim % 32 != 0) return AttentionDots::f32;
     if (type == KvType::q8 || type == KvType::k8v4) return AttentionDots::int8_query_int_p;
     return AttentionDots::f32;
