@@ -11,6 +11,11 @@
 #include <unistd.h>
 #endif
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #include "core/error.h"
 
 namespace basalt {
@@ -24,7 +29,9 @@ Isa parse_isa(const std::string& s) {
   if (s == "avxvnni") return Isa::avxvnni;
   if (s == "avx512") return Isa::avx512;
   if (s == "amx") return Isa::amx;
-  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512, amx");
+  if (s == "neon") return Isa::neon;
+  if (s == "dotprod") return Isa::dotprod;
+  throw Error("BASALT_ISA=" + s + " is not one of scalar, avx2, avxvnni, avx512, amx, neon, dotprod");
 }
 #if defined(BASALT_X86)
 // One CPUID bit (reg: 0-3 for EAX-EDX), for what __builtin_cpu_supports does
@@ -72,6 +79,8 @@ const char* isa_name(Isa isa) {
     case Isa::avxvnni: return "avxvnni";
     case Isa::avx512: return "avx512";
     case Isa::amx: return "amx";
+    case Isa::neon: return "neon";
+    case Isa::dotprod: return "dotprod";
   }
   return "?";
 }
@@ -97,7 +106,15 @@ bool cpu_supports(Isa isa) {
       static const bool amx = amx_usable();
       return cpu_supports(Isa::avx512) && amx;
     }
+    case Isa::neon:
+    case Isa::dotprod: return false;
   }
+  return false;
+#elif defined(__aarch64__)
+  if (isa == Isa::scalar || isa == Isa::neon) return true;  // Advanced SIMD: every AArch64 Linux CPU
+#if defined(__linux__)
+  if (isa == Isa::dotprod) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
   return false;
 #else
   return isa == Isa::scalar;
@@ -105,7 +122,9 @@ bool cpu_supports(Isa isa) {
 }
 
 Isa best_isa() {
-  static const Isa best = cpu_supports(Isa::amx)       ? Isa::amx
+  static const Isa best = cpu_supports(Isa::dotprod)   ? Isa::dotprod
+                          : cpu_supports(Isa::neon)    ? Isa::neon
+                          : cpu_supports(Isa::amx)     ? Isa::amx
                           : cpu_supports(Isa::avx512)  ? Isa::avx512
                           : cpu_supports(Isa::avxvnni) ? Isa::avxvnni
                           : cpu_supports(Isa::avx2)    ? Isa::avx2

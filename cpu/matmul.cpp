@@ -21,6 +21,11 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
     if (MatmulKernel k = kernels::matmul_qa_avxvnni(w)) return k;
   if (isa >= Isa::avx2)
     if (MatmulKernel k = kernels::matmul_avx2(w)) return k;
+#elif defined(BASALT_ARM)
+  if (isa == Isa::dotprod && w.format == WeightFormat::qa)
+    if (MatmulKernel k = kernels::matmul_qa_dotprod(w)) return k;
+  if ((isa == Isa::neon || isa == Isa::dotprod) && w.format == WeightFormat::qa)
+    if (MatmulKernel k = kernels::matmul_qa_neon(w)) return k;
 #endif
   return kernels::matmul_ref;
 }

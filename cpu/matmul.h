@@ -62,6 +62,10 @@ int64_t amx_min_tokens(const Weight& w);
 void set_amx_min_tokens(int64_t n);
 void widen_f16_avx2(const uint8_t* src, float* dst, int64_t n);  // n f16 values (F16C) to f32
 #endif
+#if defined(BASALT_ARM)
+MatmulKernel matmul_qa_neon(const Weight& w);     // nullptr where no NEON kernel exists for w
+MatmulKernel matmul_qa_dotprod(const Weight& w);  // NEON + SDOT (ARMv8.2)
+#endif
 }  // namespace kernels
 
 }  // namespace basalt

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Cross-builds `basalt` for aarch64 (the portable kernels; oneDNN off) and runs
-# it under qemu-user on the default model: the ARM build links and generates
-# the same text as the native one. Not part of CI (about 3 minutes of build
-# and a minute of emulation on 2 cores). Needs root or sudo for apt-get.
+# Cross-builds basalt for aarch64 (the NEON and SDOT kernels; oneDNN off) and,
+# under qemu-user: runs the kernel tests (the qa matmul of every ISA against the
+# reference) on an emulated core with SDOT (qemu's `max`) and on one without
+# (Cortex-A72), then generates text on the default model with each core's
+# best kernels, which must be the native build's text. Run by scripts/test.sh
+# (ARM=0 skips it). Needs root or sudo for apt-get.
 #   scripts/check_arm_build.sh [BUILD_DIR]   (default build-arm)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build-arm}"
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
-# The arm64 libraries the build links (cpp-httplib for `basalt serve`, with its OpenSSL, zlib and brotli).
-ARM_LIBS="libpcre2-dev:arm64 libcpp-httplib-dev:arm64"
-if ! dpkg-query -W -f='${Status}\n' $ARM_LIBS 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then
+# The arm64 libraries the build links (cpp-httplib for `basalt serve`, with its OpenSSL, zlib and brotli;
+# GoogleTest; libgomp), from Debian's arm64 architecture: qemu runs the binaries on them (its
+# loader is /lib/ld-linux-aarch64.so.1). The cross toolchain's own libc (/usr/aarch64-linux-gnu,
+# QEMU_LD_PREFIX) hangs in pthread_create under Debian 12's qemu-user.
+ARM_LIBS="libpcre2-dev:arm64 libcpp-httplib-dev:arm64 libgtest-dev:arm64 libgomp1:arm64"
+if ! dpkg-query -W -f='${Status}\n' $ARM_LIBS 2>/dev/null | grep -c "install ok installed" | grep -qx 4; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     g++-aarch64-linux-gnu qemu-user $ARM_LIBS
@@ -26,14 +31,24 @@ set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 TOOLCHAIN
 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
   cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$OUT/aarch64.cmake" \
-  -DBASALT_BUILD_TESTS=OFF -DBASALT_BUILD_BENCH=OFF -DBASALT_ONEDNN=OFF >/dev/null
-cmake --build "$OUT" --target basalt -j "$(nproc)"
+  -DBASALT_BUILD_TESTS=ON -DBASALT_BUILD_BENCH=OFF -DBASALT_ONEDNN=OFF >/dev/null
+cmake --build "$OUT" --target basalt basalt_kernel_tests -j "$(nproc)"
+# CPU: a qemu model; the rest are the command.
+run_arm() { local cpu="$1"; shift; qemu-aarch64 -cpu "$cpu" "$@"; }
+# Every ARM ISA that the emulated core has must run (a skip fails: tests/unit/isa_testing.h).
+BASALT_REQUIRE_ISA=scalar,neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1
+BASALT_REQUIRE_ISA=scalar,neon run_arm cortex-a72 "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 \
+  --gtest_filter='MatmulIsa.*'
 MODEL="$("$ROOT/.venv/bin/python" "$ROOT/scripts/default_model.py")"
-run_arm() { QEMU_LD_PREFIX=/usr/aarch64-linux-gnu LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu OMP_NUM_THREADS=1 \
-  qemu-aarch64 "$OUT/bin/basalt" "$@"; }
-ARGS=(run -m "$MODEL" -p "The capital of France is" -n 3 --temp 0 -t 1 -c 64)
-arm="$(run_arm "${ARGS[@]}" 2>/dev/null)"
+ARGS=(run -m "$MODEL" -p "The capital of France is" -n 8 --temp 0 -t 2 -c 64)
 native="$("$ROOT/build/bin/basalt" "${ARGS[@]}" 2>/dev/null)"
-echo "aarch64: '$arm'  native: '$native'"
-[ "$arm" = "$native" ] || { echo "check_arm_build: the aarch64 build generates other text" >&2; exit 1; }
+# The core's best kernels, found at run time: SDOT on `max`, plain NEON on the A72.
+for run in max:dotprod cortex-a72:neon; do
+  cpu="${run%%:*}" want="${run##*:}" log="$OUT/run-${run%%:*}.log"
+  arm="$(run_arm "$cpu" "$OUT/bin/basalt" "${ARGS[@]}" 2>"$log")"
+  isa="$(grep -o '[a-z0-9]* kernels' "$log" | head -1 || true)"
+  echo "aarch64 ($cpu, ${isa:-no kernels named}): '$arm'  native: '$native'"
+  [ "$isa" = "$want kernels" ] || { echo "check_arm_build: $cpu should run the $want kernels" >&2; exit 1; }
+  [ "$arm" = "$native" ] || { echo "check_arm_build: the aarch64 build ($cpu) generates other text" >&2; exit 1; }
+done
 echo "check_arm_build: ok"

@@ -21,6 +21,11 @@ sys.exit(ctypes.CDLL(None).syscall(158, 0x1023, 18) != 0)' 2>/dev/null; then
     fi
   fi
 fi
+# aarch64: Advanced SIMD, and SDOT (ARMv8.2's dot product) beside it.
+if has asimd; then
+  isas+=(neon)
+  has asimddp && isas+=(dotprod)
+fi
 if [ -n "${BASALT_ISA:-}" ]; then
   capped=()
   for i in "${isas[@]}"; do capped+=("$i"); [ "$i" = "$BASALT_ISA" ] && break; done

@@ -21,8 +21,8 @@
 #include "core/util/aligned.h"
 #include "cpu/matmul.h"
 #include "cpu/x86/amx_tile_config.h"
-#include "cpu/x86/qa_dispatch.h"
-#include "cpu/x86/qa_spans.h"
+#include "cpu/qa_dispatch.h"
+#include "cpu/qa_spans.h"
 #include "cpu/x86/qa_unpack_avx512.h"
 #include "quant/qa_layout.h"
 

@@ -271,7 +271,7 @@ TEST_P(MatmulIsa, StackedExpertsWithPartialTiles) {
 // edges, against the scalar reference.
 TEST(Matmul, AmxRunsOfTokensMatchReference) {
   NEED_ISA(Isa::amx);
-  AmxFrom16Tokens amx;
+  [[maybe_unused]] AmxFrom16Tokens amx;  // empty outside x86
   std::mt19937 rng(11);
   const int64_t rows = 37, cols = 8192;  // 1 MB of activations is a run of 128 tokens
   for (const Format& f : kFormats) {

@@ -2,11 +2,10 @@
 // The tiles a qa matmul call covers, and the order the ISA kernels take them
 // in: for decode (up to kPairTokens tokens) tiles from the two halves of the
 // range side by side, two read streams per thread, which this kind of CPU
-// needs to reach its read bandwidth. In an anonymous namespace: each kernel
-// file, compiled with its own ISA flags, gets its own copy (see core/util/half.h).
+// needs to reach its read bandwidth. Shared by the x86 and ARM kernels. In an
+// anonymous namespace: each kernel file, compiled with its own ISA flags, gets
+// its own copy (see core/util/half.h).
 #pragma once
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <new>
@@ -129,7 +128,7 @@ struct Prefetch {
   }
   // At each of a pass's nb blocks: block b ends with b * lines / nb of them asked for.
   void at_block(int64_t nb) {
-    for (due += lines; due >= nb; due -= nb, line += 64) _mm_prefetch(line, _MM_HINT_T1);
+    for (due += lines; due >= nb; due -= nb, line += 64) __builtin_prefetch(line, 0, 2);  // x86: prefetcht1
   }
 };
 
