@@ -161,6 +161,8 @@ const AttentionKernels* find_attention_kernels(Isa isa) {
   if (attention_amx_tiles(isa)) return kernels::attention_amx();
   if (isa >= Isa::avx512) return attention_bf16_dots() ? kernels::attention_avx512_bf16() : kernels::attention_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return kernels::attention_avx2();
+#elif defined(BASALT_ARM)
+  if (isa == Isa::neon || isa == Isa::dotprod) return kernels::attention_neon();
 #endif
   (void)isa;
   return nullptr;

@@ -125,6 +125,9 @@ const AttentionKernels* attention_avx512();  // cpu/x86/attention_avx512.cpp
 const AttentionKernels* attention_avx512_bf16();  // cpu/x86/attention_bf16_avx512.cpp
 const AttentionKernels* attention_amx();  // cpu/x86/attention_amx.cpp
 #endif
+#if defined(BASALT_ARM)
+const AttentionKernels* attention_neon();  // cpu/arm/attention_neon.cpp
+#endif
 }  // namespace kernels
 
 }  // namespace basalt::cpu

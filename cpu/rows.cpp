@@ -19,6 +19,8 @@ const RowKernels& row_kernels(Isa isa) {
 #if defined(BASALT_X86)
   if (isa >= Isa::avx512) return *kernels::rows_avx512();
   if (isa == Isa::avx2 || isa == Isa::avxvnni) return *kernels::rows_avx2();
+#elif defined(BASALT_ARM)
+  if (isa == Isa::neon || isa == Isa::dotprod) return *kernels::rows_neon();
 #endif
   (void)isa;
   return kernels::rows_ref;

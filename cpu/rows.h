@@ -40,6 +40,9 @@ extern const RowKernels rows_ref;
 const RowKernels* rows_avx2();    // cpu/x86/rows_avx2.cpp
 const RowKernels* rows_avx512();  // cpu/x86/rows_avx512.cpp
 #endif
+#if defined(BASALT_ARM)
+const RowKernels* rows_neon();  // cpu/arm/rows_neon.cpp
+#endif
 }  // namespace kernels
 
 }  // namespace basalt::cpu

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Cross-builds basalt for aarch64 (the NEON and SDOT kernels; oneDNN off) and,
-# under qemu-user: runs the kernel tests (the qa matmul of every ISA against the
-# reference) on an emulated core with SDOT (qemu's `max`) and on one without
-# (Cortex-A72), then generates text on the default model with each core's
-# best kernels, which must be the native build's text. Run by scripts/test.sh
+# under qemu-user: runs the kernel tests (the qa matmul, attention and row
+# kernels of every ARM ISA against the reference) on an emulated core with SDOT
+# (qemu's `max`), then generates text on the default model with the best
+# kernels of that core and of one without SDOT (Cortex-A72), which must be the
+# native build's text. Run by scripts/test.sh
 # (ARM=0 skips it). Needs root or sudo for apt-get.
 #   scripts/check_arm_build.sh [BUILD_DIR]   (default build-arm)
 set -euo pipefail
@@ -35,10 +36,10 @@ PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
 cmake --build "$OUT" --target basalt basalt_kernel_tests -j "$(nproc)"
 # CPU: a qemu model; the rest are the command.
 run_arm() { local cpu="$1"; shift; qemu-aarch64 -cpu "$cpu" "$@"; }
-# Every ARM ISA that the emulated core has must run (a skip fails: tests/unit/isa_testing.h).
-BASALT_REQUIRE_ISA=scalar,neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1
-BASALT_REQUIRE_ISA=scalar,neon run_arm cortex-a72 "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 \
-  --gtest_filter='MatmulIsa.*'
+# The kernels of every ARM ISA (the emulated core has them all: a skip fails, tests/unit/isa_testing.h),
+# against the reference; the tests that do not depend on the ISA run in the native suite.
+BASALT_REQUIRE_ISA=scalar,neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 \
+  --gtest_filter='MatmulIsa.*:AttentionIsa.*:RowKernelsIsa.*:RowKernels.*'
 MODEL="$("$ROOT/.venv/bin/python" "$ROOT/scripts/default_model.py")"
 ARGS=(run -m "$MODEL" -p "The capital of France is" -n 8 --temp 0 -t 2 -c 64)
 native="$("$ROOT/build/bin/basalt" "${ARGS[@]}" 2>/dev/null)"

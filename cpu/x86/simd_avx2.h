@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The small SIMD interface the x86 kernel templates are written over
-// (attention_x86.inc, rows_x86.inc), on 256-bit vectors. Include only from
+// (attention_kernel.inc, rows_kernel.inc), on 256-bit vectors. Include only from
 // files compiled with AVX2 + FMA + F16C flags (*_avx2.cpp).
 #pragma once
 
@@ -16,6 +16,7 @@ struct Simd {
   static constexpr int kRegs = 16;  // vector registers
   static constexpr int W = 8;
   static V zero() { return _mm256_setzero_ps(); }
+  static float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }  // one value (F16C)
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V x) { _mm256_storeu_ps(p, x); }
@@ -90,7 +91,7 @@ struct Simd {
   }
 
   static V abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
-  // rows_x86.inc's quantize for the first blocks of 32 values of x, four at a
+  // rows_kernel.inc's quantize for the first blocks of 32 values of x, four at a
   // time (as simd_avx512.h's): the blocks' maxima and their eight half sums
   // reduced across vectors together. Returns the blocks done (a multiple of 4).
   static int64_t quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, int16_t* sum16) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The small SIMD interface the x86 kernel templates are written over
-// (attention_x86.inc, rows_x86.inc), on 512-bit vectors. Include only from
+// (attention_kernel.inc, rows_kernel.inc), on 512-bit vectors. Include only from
 // files compiled with AVX-512 flags (*_avx512.cpp).
 // GCC 12 warns about its own AVX-512 headers (their self-initialized
 // "undefined" vectors, https://gcc.gnu.org/bugzilla/show_bug.cgi?id=105593).
@@ -22,6 +22,7 @@ struct Simd {
   static constexpr int kRegs = 32;  // vector registers
   static constexpr int W = 16;
   static V zero() { return _mm512_setzero_ps(); }
+  static float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }  // one value (F16C)
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V x) { _mm512_storeu_ps(p, x); }
@@ -107,7 +108,7 @@ struct Simd {
   }
 
   static V abs(V x) { return _mm512_abs_ps(x); }
-  // rows_x86.inc's quantize for the first blocks of 32 values of x, four at a
+  // rows_kernel.inc's quantize for the first blocks of 32 values of x, four at a
   // time, with the same operations lane by lane (max of |x|, d = amax / 127,
   // round(x * (1 / d)), d through f16); the blocks' maxima and half sums reduced
   // together, across vectors, where one block at a time reduced each within

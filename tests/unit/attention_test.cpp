@@ -314,7 +314,11 @@ class AttentionIsa : public ::testing::TestWithParam<Isa> {
     }
   }
 };
+#if defined(__aarch64__)
+INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::neon), testutil::isa_test_name);
+#else
 INSTANTIATE_TEST_SUITE_P(, AttentionIsa, ::testing::Values(Isa::avx2, Isa::avx512, Isa::amx), testutil::isa_test_name);
+#endif
 
 TEST(Attention, ScalarRunsTheReference) {
   const Isa scalar = Isa::scalar;
@@ -394,6 +398,9 @@ TEST(Attention, Avx2IntegersForTheQuantizedCaches) {
 // The default follows the CPU as Linux reports it (/proc/cpuinfo): bf16 dots
 // where it has AVX512_BF16 and AVX-512 and is AMD's (cpu/attention.h).
 TEST(Attention, Bf16DotsByDefaultWhereTheyAreFaster) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x86 only (under an emulator /proc/cpuinfo is the host's)";
+#endif
   if (std::getenv("BASALT_ATTENTION_BF16")) GTEST_SKIP() << "BASALT_ATTENTION_BF16 is set: the default is not in use";
   std::ifstream in("/proc/cpuinfo");
   std::string line, vendor, flags;

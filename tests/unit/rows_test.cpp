@@ -26,7 +26,11 @@ class RowKernelsIsa : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override { NEED_ISA(GetParam()); }
 };
+#if defined(__aarch64__)
+INSTANTIATE_TEST_SUITE_P(, RowKernelsIsa, ::testing::Values(Isa::neon), testutil::isa_test_name);
+#else
 INSTANTIATE_TEST_SUITE_P(, RowKernelsIsa, ::testing::Values(Isa::avx2, Isa::avx512), testutil::isa_test_name);
+#endif
 
 // Values that exercise the rounding: ties (x * id = k + 0.5), zeros, one huge outlier per block, tiny rows.
 std::vector<float> tricky_row(int64_t cols, std::mt19937& rng) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // cap tanh(x / cap) over the SIMD interface of simd_avx2.h / simd_avx512.h:
-// Gemma 2's soft-capping of attention scores (attention_x86.inc) and of
-// logits (rows_x86.inc). As (e - 1) / (e + 1) with e = e^(2x / cap): 1 where
+// Gemma 2's soft-capping of attention scores (attention_kernel.inc) and of
+// logits (rows_kernel.inc). As (e - 1) / (e + 1) with e = e^(2x / cap): 1 where
 // e is huge, -1 where it underflows; near 0 an absolute error of ~cap x 1e-7
 // (tanh's relative precision is lost there, not the value's).
 #pragma once
