@@ -24,8 +24,8 @@ MatmulKernel find_matmul_kernel(const Weight& w, Isa isa) {
 #elif defined(BASALT_ARM)
   if (isa == Isa::dotprod && w.format == WeightFormat::qa)
     if (MatmulKernel k = kernels::matmul_qa_dotprod(w)) return k;
-  if ((isa == Isa::neon || isa == Isa::dotprod) && w.format == WeightFormat::qa)
-    if (MatmulKernel k = kernels::matmul_qa_neon(w)) return k;
+  if (isa == Isa::neon || isa == Isa::dotprod)
+    if (MatmulKernel k = w.format == WeightFormat::qa ? kernels::matmul_qa_neon(w) : kernels::matmul_dense_neon(w)) return k;
 #endif
   return kernels::matmul_ref;
 }

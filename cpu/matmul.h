@@ -65,6 +65,7 @@ void widen_f16_avx2(const uint8_t* src, float* dst, int64_t n);  // n f16 values
 #if defined(BASALT_ARM)
 MatmulKernel matmul_qa_neon(const Weight& w);     // nullptr where no NEON kernel exists for w
 MatmulKernel matmul_qa_dotprod(const Weight& w);  // NEON + SDOT (ARMv8.2)
+MatmulKernel matmul_dense_neon(const Weight& w);  // f32, f16, bf16; nullptr for qa
 #endif
 }  // namespace kernels
 
