@@ -27,7 +27,7 @@ if [ $# -eq 0 ]; then
     FUZZ_SEED=1 FUZZ_RUNS="${FUZZ_RUNS:-10000}" ./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
   fi
   # The ARM kernels (NEON, SDOT): an aarch64 cross build whose kernel tests and
-  # text generation run under qemu-user, about 8 minutes on 2 cores. ARM=0
+  # text generation run under qemu-user, about 6 minutes on 2 cores. ARM=0
   # skips it; on an ARM machine the suite above ran them natively.
   if [ "${ARM:-1}" = 1 ] && [ "$(uname -m)" = x86_64 ]; then ./scripts/check_arm_build.sh; fi
 fi
