@@ -34,6 +34,8 @@ PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
   cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$OUT/aarch64.cmake" \
   -DBASALT_BUILD_TESTS=ON -DBASALT_BUILD_BENCH=OFF -DBASALT_ONEDNN=OFF >/dev/null
 cmake --build "$OUT" --target basalt basalt_kernel_tests -j "$(nproc)"
+# The SDOT objects export no weak code that baseline callers could be linked to (as on x86).
+"$ROOT/.venv/bin/python" "$ROOT/tests/python/check_isa_objects.py" $(find "$OUT" -name '*_dotprod.cpp.o')
 # CPU: a qemu model; the rest are the command.
 run_arm() { local cpu="$1"; shift; qemu-aarch64 -cpu "$cpu" "$@"; }
 # The kernels of every ARM ISA (the emulated core has them all: a skip fails, tests/unit/isa_testing.h),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # The objects of files built with ISA flags (*_avx2, *_avxvnni, *_avx512,
-# *_amx) must export no weak symbols outside anonymous namespaces: a weak
+# *_amx; ARM's *_dotprod: scripts/check_arm_build.sh) must export no weak symbols outside anonymous namespaces: a weak
 # symbol (an inline function or template instance) may also be made by
 # baseline code, and the linker keeps one copy. If it keeps the AVX-512 one,
 # the baseline caller dies with SIGILL on a CPU without AVX-512.
@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-ISA_FILE = re.compile(r"_(avx2|avxvnni|avx512|amx)\.cpp\.o$")
+ISA_FILE = re.compile(r"_(avx2|avxvnni|avx512|amx|dotprod)\.cpp\.o$")
 # Data, not code: the pointer to the C++ exception personality routine that
 # some builds (the sanitizers') emit weak in every object with unwinding, and
 # the type descriptions clang's UBSan (-fsanitize=function) emits for the
