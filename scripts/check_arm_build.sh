@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Cross-builds basalt for aarch64 (the NEON and SDOT kernels; oneDNN off) and,
 # under qemu-user: runs the kernel tests (the qa matmul, attention and row
-# kernels of every ARM ISA against the reference) on an emulated core with SDOT
-# (qemu's `max`), then generates text on the default model with the best
+# kernels of every ARM ISA against the reference) and whole synthetic models
+# against the numpy reference on an emulated core with SDOT (qemu's `max`),
+# then generates text on the default model with the best
 # kernels of that core and of one without SDOT (Cortex-A72), which must be the
 # native build's text. Run by scripts/test.sh
 # (ARM=0 skips it). Needs root or sudo for apt-get.
@@ -33,7 +34,7 @@ TOOLCHAIN
 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
   cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$OUT/aarch64.cmake" \
   -DBASALT_BUILD_TESTS=ON -DBASALT_BUILD_BENCH=OFF -DBASALT_ONEDNN=OFF >/dev/null
-cmake --build "$OUT" --target basalt basalt_kernel_tests -j "$(nproc)"
+cmake --build "$OUT" --target basalt basalt-dump-logits basalt_kernel_tests -j "$(nproc)"
 # The SDOT objects export no weak code that baseline callers could be linked to (as on x86).
 "$ROOT/.venv/bin/python" "$ROOT/tests/python/check_isa_objects.py" $(find "$OUT" -name '*_dotprod.cpp.o')
 # CPU: a qemu model; the rest are the command.
@@ -43,6 +44,19 @@ run_arm() { local cpu="$1"; shift; qemu-aarch64 -cpu "$cpu" "$@"; }
 # cases, and the attention driver's rings and single thread (shared with x86; 80 s under qemu).
 BASALT_REQUIRE_ISA=neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 \
   --gtest_filter='MatmulIsa.*:AttentionIsa.*:RowKernelsIsa.*:RowKernels.*:-*/scalar:AttentionIsa.RingsGiveTheWholeCachesOutput/*:AttentionIsa.OneThreadMatchesReference/*'
+# Whole synthetic models against the numpy reference (tests/python/check_forward.py, as the native
+# suite's forward.* cases): every weight format, MoE, GQA, RoPE scalings, Gemma 2 and 3, each KV
+# cache type, a window with sinks; the ARM build's logits through qemu on the SDOT core.
+printf '#!/bin/sh\nexec qemu-aarch64 -cpu max "%s" "$@"\n' "$OUT/bin/basalt-dump-logits" > "$OUT/dump-logits-qemu"
+chmod +x "$OUT/dump-logits-qemu"
+for c in llama_f16 llama_bf16 llama_q4_0 llama_q4_1 llama_q8_0 llama_q4_k llama_q5_k llama_q6_k llama_mix_q4_k_m \
+         llama_tied_q4_k llama_moe4_top2_q4_0 qwen2_gqa4_q4_1 llama_hd32_explicit_f32 llama_rope_llama3_f32 \
+         qwen2_rope_yarn4_q8_0 gemma2_q4_k_hd64 gemma3_f32 kv_q8_llama_hd64_f32_runs_of_7 \
+         kv_q4_llama_hd64_f32_runs_of_7 kv_k8v4_llama_hd64_f32_runs_of_7 llama_q8_0_window40_sinks4; do
+  "$ROOT/.venv/bin/python" "$ROOT/tests/python/check_forward.py" --dump-logits "$OUT/dump-logits-qemu" --case "$c" \
+    > "$OUT/forward-$c.log" 2>&1 || { cat "$OUT/forward-$c.log"; echo "check_arm_build: forward case $c failed" >&2; exit 1; }
+done
+echo "check_arm_build: the forward cases match the numpy reference"
 MODEL="$("$ROOT/.venv/bin/python" "$ROOT/scripts/default_model.py")"
 ARGS=(run -m "$MODEL" -p "The capital of France is" -n 8 --temp 0 -t 2 -c 64)
 native="$("$ROOT/build/bin/basalt" "${ARGS[@]}" 2>/dev/null)"
