@@ -11,18 +11,23 @@
 #include <thread>
 #include <utility>
 
+#include <sched.h>
 #include <unistd.h>
 
 namespace basalt {
 
 int physical_core_count() {
-  std::set<std::pair<int, int>> cores;  // (package, core)
-  for (int cpu = 0;; ++cpu) {
-    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
-    int p = 0, c = 0;
-    if (!(pkg >> p) || !(core >> c)) break;
-    cores.insert({p, c});
+  // The cores of the CPUs this process may run on (a container's cpuset, taskset): each
+  // counted once by its SMT siblings' list, which names a core on every kernel and
+  // architecture (core_id repeats across an ARM SoC's clusters).
+  cpu_set_t allowed;
+  const bool masked = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+  std::set<std::string> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (masked ? !CPU_ISSET(cpu, &allowed) : cpu >= static_cast<int>(std::thread::hardware_concurrency())) continue;
+    std::ifstream in("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+    std::string siblings;
+    cores.insert(in >> siblings ? siblings : "cpu" + std::to_string(cpu));  // no topology: a core each
   }
   if (!cores.empty()) return static_cast<int>(cores.size());
   unsigned n = std::thread::hardware_concurrency();

@@ -5,6 +5,7 @@
 
 namespace basalt {
 
+// The physical cores among the CPUs this process may run on (its affinity mask).
 int physical_core_count();
 // Sets the engine's threads (its worker pool, core/util/thread_pool.h, and
 // the OpenMP threads oneDNN runs on); n <= 0 means physical_core_count().
