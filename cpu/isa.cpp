@@ -11,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-#if defined(__aarch64__) && defined(__linux__)
+#if defined(BASALT_ARM) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
 #endif
@@ -110,7 +110,7 @@ bool cpu_supports(Isa isa) {
     case Isa::dotprod: return false;
   }
   return false;
-#elif defined(__aarch64__)
+#elif defined(BASALT_ARM)
   if (isa == Isa::scalar || isa == Isa::neon) return true;  // Advanced SIMD: every AArch64 Linux CPU
 #if defined(__linux__)
   if (isa == Isa::dotprod) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
