@@ -23,8 +23,9 @@ int physical_core_count() {
   cpu_set_t allowed;
   const bool masked = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
   std::set<std::string> cores;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (masked ? !CPU_ISSET(cpu, &allowed) : cpu >= static_cast<int>(std::thread::hardware_concurrency())) continue;
+  const int n_cpus = masked ? CPU_SETSIZE : static_cast<int>(std::thread::hardware_concurrency());
+  for (int cpu = 0; cpu < n_cpus; ++cpu) {
+    if (masked && !CPU_ISSET(cpu, &allowed)) continue;
     std::ifstream in("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
     std::string siblings;
     cores.insert(in >> siblings ? siblings : "cpu" + std::to_string(cpu));  // no topology: a core each
