@@ -150,20 +150,25 @@ void Scheduler::start(Sequence& s) {
   s.computed = s.cursor.blocks * B;
   if (!kv_.hold_window(s.slot, s.computed, s.computed))  // the ring blocks attach() found: none new
     throw Error("internal: the prefix cache's window needs new ring blocks");
-  // Then a copy of the cached block that starts most like the rest, if a block (and a ring block) is free for it.
+  // Then a copy of the cached block that starts most like the rest, into a
+  // free block or one the cache lets go (its least recently used: the
+  // prefill would evict it for this block anyway), and the same for a ring block.
   const PrefixCache::Partial part = prefix_->partial(s.cursor, s.context.data() + s.computed, cacheable - s.computed);
-  if (part.tokens > 0 && kv_.grow(s.slot)) {
-    const bool ring = kv_.has_ring(part.block);  // kept while cached ring blocks are evicted for the copy's own
-    if (ring) kv_.ref_ring(part.block);
-    bool held;
-    while (!(held = kv_.hold_window(s.slot, s.computed, s.computed + 1)) && prefix_->evict_ring()) {
-    }
-    if (held) {
-      executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
-      s.computed += part.tokens;
-    }
-    if (ring) kv_.unref_ring(part.block);
+  if (part.tokens == 0) return;
+  kv_.ref(part.block);  // the source is not evicted for its own copy
+  const bool ring = kv_.has_ring(part.block);
+  if (ring) kv_.ref_ring(part.block);
+  bool grown, held = false;
+  while (!(grown = kv_.grow(s.slot)) && prefix_->evict()) {
   }
+  while (grown && !(held = kv_.hold_window(s.slot, s.computed, s.computed + 1)) && prefix_->evict_ring()) {
+  }
+  if (held) {
+    executor_.copy_kv_block(part.block, kv_.table(s.slot).back());
+    s.computed += part.tokens;
+  }
+  if (ring) kv_.unref_ring(part.block);
+  kv_.unref(part.block);
 }
 
 void Scheduler::admit() {

@@ -315,6 +315,32 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   expect_blocks_returned(plain);
 }
 
+// The copy of a partly shared block is made when the pool holds nothing but
+// cached blocks too: the least recently used one is evicted for it (before,
+// the copy was skipped and its tokens computed again: a busy server, whose
+// pool is always full of cached blocks, lost every partial match).
+TEST_F(SchedulerTest, SharedPrefixIsCopiedWhenThePoolIsFullOfCachedBlocks) {
+  std::mt19937 rng(5);
+  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  SchedulerOptions so = options(1, 512);
+  so.kv_blocks = 8;
+  Scheduler sched(*model_, so);
+  const GenerateOptions opt = greedy(8);
+  auto one = [&](const std::vector<int32_t>& prompt) { return run_all(sched, {prompt}, opt)[0]; };
+  one(random_prompt(rng, 200, vocab));  // two others fill the pool with cached blocks
+  one(random_prompt(rng, 200, vocab));
+  const std::vector<int32_t> first = random_prompt(rng, 200, vocab);
+  one(first);
+  EXPECT_EQ(sched.stats().kv_free_blocks, 0);
+  std::vector<int32_t> longer = first;
+  for (int i = 0; i < 10; ++i) longer.push_back(5 + i);
+  const int64_t hit_before = sched.stats().prefix_hit_tokens;
+  const Outcome a = one(longer);
+  EXPECT_EQ(sched.stats().prefix_hit_tokens - hit_before, 200);  // three blocks and a copy of the fourth
+  EXPECT_EQ(a.stats.n_prefilled, 10);
+  expect_blocks_returned(sched);
+}
+
 #if defined(BASALT_VULKAN)
 // The same under --gpu attn: the Vulkan attention stores and reads the pool
 // through the batch's block tables (several sequences a batch, tables
