@@ -21,7 +21,8 @@ LAYERS = {  # name: (folders or files, layers it uses directly)
     "backend": (["core/backend/"], ["model"]),
     "cpu": (["cpu/"], ["backend"]),
     "gpu": (["gpu/", "shaders/"], ["backend"]),
-    "runtime": (["core/runtime/"], ["backend"]),
+    "grammar": (["core/grammar/"], ["text"]),  # output held to a grammar (JSON, JSON Schema)
+    "runtime": (["core/runtime/"], ["backend", "grammar"]),
     "engine": (["core/engine/"], ["runtime", "cpu", "gpu"]),  # hands the backends to the runtime
     "gptq": (["quant/gptq/"], ["engine"]),  # the GPTQ driver and checkpoint writer
     "tools": (["tools/"], ["engine", "gptq", "chat"]),

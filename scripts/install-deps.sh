@@ -31,8 +31,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 # Test tooling: numpy for the reference forward pass, gguf to write synthetic models,
-# and OpenAI's own client for the server's tests (tests/python/check_serve.py).
-"${PIP[@]}" numpy gguf jinja2 openai
+# OpenAI's own client for the server's tests (tests/python/check_serve.py), and
+# jsonschema to validate the JSON they ask for against its schema (the outside reference).
+"${PIP[@]}" numpy gguf jinja2 openai jsonschema
 # HF's tokenizers library: the outside reference for the tokenizer.json files
 # the HF-folder tests write (tests/python/check_hf_tokenizer.py); only the
 # Rust extension is used, so none of its hub dependencies.

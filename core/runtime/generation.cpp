@@ -2,6 +2,7 @@
 #include "core/runtime/generation.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace basalt {
@@ -16,6 +17,7 @@ Generation::Generation(const Tokenizer& tok, const GenerateOptions& opt, const s
       decoder_(tok),
       history_(prompt) {
   stats_.n_prompt = static_cast<int64_t>(prompt.size());
+  if (opt_.grammar) constraint_ = std::make_unique<TokenConstraint>(opt_.grammar, tok_);
 }
 
 void Generation::emit(const std::string& s) {
@@ -70,19 +72,50 @@ int32_t Generation::step(const float* logits, int64_t context_left) { return acc
 
 int32_t Generation::pick(const float* logits) {
   if (done() || length_reached()) return -1;
-  return sampler_.sample(logits, n_vocab_, history_);
+  if (!constraint_) return sampler_.sample(logits, n_vocab_, history_);
+  try {  // pick runs on the engine's threads: nothing may escape
+    return pick_in_grammar(logits);
+  } catch (const std::exception&) {  // the grammar's bounds (GrammarMatcher::kMaxStacks), or memory
+    return -1;
+  }
+}
+
+int32_t Generation::pick_in_grammar(const float* logits) {
+  const int32_t id = sampler_.sample(logits, n_vocab_, history_);
+  if (constraint_->allows(id)) return id;
+  // Most draws fit (the model follows the format it is asked for); only a
+  // miss pays for the walk of the vocabulary, as llama.cpp's grammar does.
+  const std::vector<uint8_t>& allowed = constraint_->allowed();
+  masked_.assign(logits, logits + n_vocab_);
+  bool any = false;
+  for (int64_t i = 0; i < n_vocab_; ++i) {
+    const bool ok = i < static_cast<int64_t>(allowed.size()) && allowed[static_cast<size_t>(i)];
+    if (!ok) masked_[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+    any |= ok;
+  }
+  if (!any) return -1;  // no token spells what the grammar needs next (accept ends the request)
+  return sampler_.sample(masked_.data(), n_vocab_, history_);
 }
 
 int32_t Generation::accept(int32_t id, int64_t context_left) {
   if (done()) return -1;
   if (length_reached()) return finish("length"), -1;
-  if (opt_.stop_at_end_of_generation && tok_.is_end_of_generation(id)) return finish("eos"), -1;
+  if (id < 0) return finish("no token fits"), -1;  // pick found none that fits the grammar (or passed its bounds)
+  if ((opt_.stop_at_end_of_generation || constraint_) && tok_.is_end_of_generation(id)) return finish("eos"), -1;
+  if (constraint_) {
+    try {
+      constraint_->accept(id);
+    } catch (const std::exception&) {  // past the grammar's bounds
+      return finish("no token fits"), -1;
+    }
+  }
   ++stats_.n_generated;
   history_.push_back(id);
   generated_.push_back(id);
   bool stopped = false;
   emit(release(decoder_.feed(id), &stopped));
   if (stopped) return finish("stop string"), -1;
+  if (constraint_ && constraint_->complete()) return finish("grammar"), -1;
   if (cancelled_) return finish("cancelled"), -1;
   if (context_left <= 0) return finish("context full"), -1;
   if (length_reached()) return finish("length"), -1;

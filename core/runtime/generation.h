@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/grammar/token_constraint.h"
 #include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -23,12 +25,17 @@ struct GenerateOptions {
   std::vector<std::string> stop;    // stop strings (not included in the output)
   SamplingParams sampling;
   bool stop_at_end_of_generation = true;
+  // Output held to this grammar (JSON, or JSON of a schema: core/grammar):
+  // a sampled token that does not fit is drawn again from the tokens that
+  // do; the request ends when the grammar does (stop reason "grammar") or at
+  // an end-of-generation token where it may.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GenerationStats {
   int64_t n_prompt = 0, n_prefilled = 0, n_generated = 0;
   double prefill_s = 0, decode_s = 0;
-  std::string stop_reason;  // "eos", "stop string", "length", "context full", "cancelled"
+  std::string stop_reason;  // "eos", "stop string", "grammar", "no token fits", "length", "context full", "cancelled"
   double prefill_tps() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
   double decode_tps() const { return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0; }
 };
@@ -62,6 +69,7 @@ class Generation {
   const std::vector<int32_t>& generated() const { return generated_; }
 
  private:
+  int32_t pick_in_grammar(const float* logits);
   bool length_reached() const { return opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens; }
   void finish(const char* reason);
   void emit(const std::string& s);
@@ -72,6 +80,8 @@ class Generation {
   int64_t n_vocab_;
   TextSink on_text_;
   Sampler sampler_;
+  std::unique_ptr<TokenConstraint> constraint_;  // with opt_.grammar
+  std::vector<float> masked_;                    // the logits with the rest at -inf
   StreamDecoder decoder_;
   std::vector<int32_t> history_;  // prompt and generated tokens (the repetition penalty reads it)
   std::vector<int32_t> generated_;

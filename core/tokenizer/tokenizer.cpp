@@ -4,6 +4,7 @@
 // encoder. Special tokens, end-of-generation tokens and piece rendering
 // follow llama.cpp (src/llama-vocab.cpp) so that ids match it exactly.
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -86,6 +87,8 @@ struct Tokenizer::Impl {
   std::unordered_map<uint64_t, int32_t> trie_edges;
   std::vector<int32_t> trie_token;  // node -> token ending there, or -1
   bool trie_first[256] = {};
+  std::once_flag sorted_once;
+  std::unique_ptr<SortedPieces> sorted;
 
   explicit Impl(TokenizerData data);
   void check_ids() const;
@@ -333,6 +336,30 @@ bool Tokenizer::add_bos() const { return impl_->d.add_bos; }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {
   return id >= 0 && id < n_vocab() && impl_->eog[id] != 0;
+}
+
+const SortedPieces& Tokenizer::sorted_pieces() const {
+  std::call_once(impl_->sorted_once, [this] {
+    auto p = std::make_unique<SortedPieces>();
+    const int32_t n = n_vocab();
+    p->offset.reserve(static_cast<size_t>(n) + 1);
+    for (int32_t id = 0; id < n; ++id) {
+      p->offset.push_back(static_cast<uint32_t>(p->bytes.size()));
+      p->bytes += token_to_piece(id);
+      if (p->offset.back() != p->bytes.size()) p->ids.push_back(id);
+    }
+    p->offset.push_back(static_cast<uint32_t>(p->bytes.size()));
+    std::sort(p->ids.begin(), p->ids.end(), [&](int32_t a, int32_t b) { return p->piece(a) < p->piece(b) || (p->piece(a) == p->piece(b) && a < b); });
+    p->common.resize(p->ids.size());
+    for (size_t k = 1; k < p->ids.size(); ++k) {
+      const std::string_view a = p->piece(p->ids[k - 1]), b = p->piece(p->ids[k]);
+      size_t c = 0;
+      while (c < a.size() && c < b.size() && a[c] == b[c]) ++c;
+      p->common[k] = static_cast<uint32_t>(c);
+    }
+    impl_->sorted = std::move(p);
+  });
+  return *impl_->sorted;
 }
 
 TokenType Tokenizer::type(int32_t id) const {

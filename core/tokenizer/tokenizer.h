@@ -28,6 +28,18 @@ struct TokenizerData {
   bool space_prefix_first_only = false;  // only where the text itself starts (HF Metaspace prepend_scheme "first")
 };
 
+// The tokens that stand for bytes (token_to_piece not empty), in the byte
+// order of their pieces, with each one's common prefix with the one before:
+// every token walked at once as a trie is, sharing the work of common
+// prefixes (a grammar's allowed tokens, core/grammar/token_constraint.h).
+struct SortedPieces {
+  std::vector<int32_t> ids;       // token ids, by piece
+  std::vector<uint32_t> common;   // common[k]: bytes piece(ids[k]) shares with piece(ids[k - 1]) (0 for k = 0)
+  std::string bytes;              // every token's piece, by id, end to end
+  std::vector<uint32_t> offset;   // piece(id) = bytes[offset[id], offset[id + 1])
+  std::string_view piece(int32_t id) const { return std::string_view(bytes).substr(offset[id], offset[id + 1] - offset[id]); }
+};
+
 enum class TokenType : int32_t { undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 
 class Tokenizer {
@@ -55,6 +67,7 @@ class Tokenizer {
   bool add_bos() const;
   TokenType type(int32_t id) const;
   int32_t find(std::string_view piece) const;  // -1 if absent
+  const SortedPieces& sorted_pieces() const;   // made on first use (thread-safe), then kept
 
  private:
   struct Impl;

@@ -11,7 +11,9 @@
 # --queue-timeout (503), --memory-limit (refused at start); 256 streams at
 # once all complete; Gemma 3's sliding-window layers in rings with the
 # prefix cache on (the same text as without the cache, a long shared system
-# prompt taken from it, the rings' small pool in /metrics).
+# prompt taken from it, the rings' small pool in /metrics); response_format
+# (json_object, json_schema) through the client, each reply valid under its
+# schema by the jsonschema package, sampled and greedy, streamed and not.
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -24,6 +26,7 @@ import sys
 import threading
 import time
 
+import jsonschema
 import openai
 
 KEY = "test-key-123"
@@ -123,6 +126,64 @@ def test_openai_client(srv):
         check(False, "wrong API key refused")
     except openai.AuthenticationError:
         check(True, "wrong API key: 401 through the client")
+
+
+# A schema of the kind applications send (pydantic's shape: nested objects,
+# arrays, enums, optional fields, a $ref): every reply must be an instance.
+BOOK_SCHEMA = {
+    "$defs": {"author": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                                          "born": {"type": ["integer", "null"]}},
+                         "required": ["name", "born"], "additionalProperties": False}},
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 60},
+        "authors": {"type": "array", "items": {"$ref": "#/$defs/author"}, "minItems": 1, "maxItems": 3},
+        "genre": {"enum": ["fiction", "science", "history"]},
+        "pages": {"type": "integer"},
+        "in_print": {"type": "boolean"},
+        "published": {"type": "string", "format": "date"},
+    },
+    "required": ["title", "authors", "genre", "in_print"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output(srv):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    model = client.models.list().data[0].id
+    msgs = [{"role": "user", "content": "Describe the book 'Dune' by Frank Herbert as JSON."}]
+    fmt = {"type": "json_schema", "json_schema": {"name": "book", "strict": True, "schema": BOOK_SCHEMA}}
+    for temperature, seed in ((0, 0), (0.8, 1), (1.2, 2), (1.2, 3)):
+        r = client.chat.completions.create(model=model, messages=msgs, max_tokens=300, temperature=temperature, seed=seed,
+                                           response_format=fmt)
+        text = r.choices[0].message.content
+        try:
+            jsonschema.validate(json.loads(text), BOOK_SCHEMA)
+            ok = r.choices[0].finish_reason == "stop"
+        except (ValueError, jsonschema.ValidationError) as e:
+            ok, text = False, f"{text!r}: {e}"
+        check(ok, f"json_schema at temperature {temperature}: an instance of the schema ({text[:120]!r})")
+        keys = list(json.loads(text)) if ok else []
+        check(keys == [k for k in BOOK_SCHEMA["properties"] if k in keys], f"json_schema: properties in the schema's order ({keys})")
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=model, messages=msgs, max_tokens=300, temperature=0, response_format=fmt, stream=True) if c.choices)
+    greedy = client.chat.completions.create(model=model, messages=msgs, max_tokens=300, temperature=0, response_format=fmt)
+    check(streamed == greedy.choices[0].message.content, "json_schema: the stream gives the same greedy JSON")
+    ask = 'Reply with a JSON object with the keys "name" and "age" for a person.'
+    obj = client.chat.completions.create(model=model, messages=[{"role": "user", "content": ask}],
+                                         max_tokens=200, temperature=0.7, seed=5, response_format={"type": "json_object"})
+    try:
+        parsed = json.loads(obj.choices[0].message.content)
+    except ValueError:
+        parsed = None
+    check(isinstance(parsed, dict) and obj.choices[0].finish_reason == "stop",
+          f"json_object: a JSON object ({obj.choices[0].message.content[:80]!r})")
+    bad = {**fmt, "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}}
+    s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "response_format": bad})
+    err = json.loads(body).get("error", {})
+    check(s == 400 and err.get("param") == "response_format" and "pattern" in err.get("message", ""),
+          f"json_schema: a keyword it cannot enforce is a 400 naming it ({s} {err.get('message')!r})")
+    check(srv.healthy(), "json_schema: healthy after")
 
 
 def test_bad_requests(srv):
@@ -408,6 +469,7 @@ def main():
         s, _, body = srv.request("GET", "/ready")
         check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
         test_openai_client(srv)
+        test_structured_output(srv)
         ttft = srv.metric("basalt_time_to_first_token_seconds_count")
         check(ttft is not None and ttft >= 4, f"/metrics: time-to-first-token histogram ({ttft})")
         check((srv.metric("basalt_resident_memory_bytes") or 0) > 1e6, "/metrics: resident memory")

@@ -71,6 +71,30 @@ TEST(Cli, SameSeedSameSample) {
   EXPECT_EQ(text(a.out), text(b.out));
 }
 
+// --json-schema-file holds the output to the schema (an instance, its
+// properties in order, the run ends with the JSON); a schema basalt cannot
+// enforce is one clear line before the model loads.
+TEST(Cli, JsonSchemaOutputIsAnInstance) {
+  const std::string schema_path = testing::TempDir() + "/cli_schema.json";
+  std::ofstream(schema_path) << R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+      "country": {"type": "string", "maxLength": 30}, "population": {"type": "integer"}}, "required": ["city", "country", "population"]})";
+  Result r = basalt_cmd("run " + model_arg() + " --chat -p 'Describe Paris as JSON.' -n 100 --temp 0 --json-schema-file " + schema_path);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const size_t begin = r.out.find("\n{"), end = r.out.rfind("}", r.out.find("basalt: prefill"));
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin) << r.out;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(r.out.substr(begin + 1, end - begin));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"city", "country", "population"})) << r.out;
+  EXPECT_TRUE(j["city"].is_string() && j["population"].is_number_integer()) << r.out;
+  EXPECT_NE(r.out.find("stop: grammar"), std::string::npos) << r.out;
+
+  r = basalt_cmd("run " + model_arg() + " -p x --json-schema '{\"type\": \"string\", \"pattern\": \"a\"}'");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("\"pattern\" is not supported"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("loaded"), std::string::npos) << r.out;  // refused before the model loads
+}
+
 TEST(Cli, ChatReadsTurnsFromStdin) {
   Result r = basalt_cmd("chat " + model_arg() + " -n 12 --temp 0", "What is 2+2?\\nAnd 3+3?\\n/exit\\n");
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -79,6 +79,15 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"prompt": "x", "n": 3})", false, 400, "n"},
       {R"({"prompt": "x", "stream": "yes"})", false, 400, "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", false, 400, "stream_options"},
+      {R"({"prompt": "x", "response_format": "json"})", false, 400, "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", false, 400, "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", false, 400, "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": "a"}}}})", false, 400,
+       "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/x"}}}})", false, 400,
+       "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}}})", false,
+       400, "response_format"},
   };
   for (const Case& c : cases) {
     try {
@@ -97,6 +106,28 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
   ApiLimits small;
   small.max_prompt_bytes = 4;
   EXPECT_THROW(parse_completion_request(R"({"prompt": "too long"})", false, {}, 16, "", small), ApiError);
+}
+
+// response_format holds the output to JSON: an object, or an instance of the
+// schema with its properties in the order the body gives them.
+TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
+  EXPECT_EQ(parse(R"({"prompt": "x"})").options.grammar, nullptr);
+  EXPECT_EQ(parse(R"({"prompt": "x", "response_format": {"type": "text"}})").options.grammar, nullptr);
+  auto matches = [](const std::shared_ptr<const Grammar>& g, std::string_view text) {
+    GrammarMatcher m(*g);
+    return m.accept(text) && m.can_end();
+  };
+  const auto object = parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})").options.grammar;
+  ASSERT_NE(object, nullptr);
+  EXPECT_TRUE(matches(object, R"({"a": [1, {"b": null}]})"));
+  EXPECT_FALSE(matches(object, "[1]"));
+  const auto schema = parse(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+    "json_schema": {"name": "person", "strict": true, "schema": {"type": "object", "additionalProperties": false,
+    "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta", "alpha"]}}}})", true)
+                                .options.grammar;
+  ASSERT_NE(schema, nullptr);
+  EXPECT_TRUE(matches(schema, R"({"zeta": "z", "alpha": 1})"));
+  EXPECT_FALSE(matches(schema, R"({"alpha": 1, "zeta": "z"})"));  // nlohmann's json would have sorted them
 }
 
 TEST(OpenAiApi, ResponsesHaveOpenAisShape) {

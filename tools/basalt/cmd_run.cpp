@@ -17,11 +17,13 @@ struct RunOptions {
   bool chat = false;
   GenerateOptions gen;
   SamplingFlags sampling_given;
+  OutputFormat format;
 };
 
 void run(const RunOptions& o) {
-  auto model = load_model(o.model);
   GenerateOptions gen = o.gen;
+  gen.grammar = output_grammar(o.format);  // before the model loads: a bad schema fails at once
+  auto model = load_model(o.model);
   gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
   std::vector<int32_t> prompt;
   if (o.chat) {
@@ -55,6 +57,7 @@ void register_run(CLI::App& app) {
   sub->add_option("--system", o->system, "system message (with --chat)");
   sub->add_option("--stop", o->gen.stop, "stop when this text appears (repeatable)");
   o->sampling_given = add_sampling_options(*sub, o->gen.sampling);
+  add_output_format_options(*sub, o->format);
   sub->callback([o] { run(*o); });
 }
 

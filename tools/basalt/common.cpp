@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/grammar/json_schema.h"
 #include "core/runtime/session.h"
 #include "core/util/memory.h"
 #include "core/util/threads.h"
@@ -93,6 +96,28 @@ SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given,
   if (unset(given.top_p) && d.top_p) p.top_p = *d.top_p;
   if (unset(given.repeat_penalty) && d.repeat_penalty) p.repeat_penalty = *d.repeat_penalty;
   return p;
+}
+
+void add_output_format_options(CLI::App& app, OutputFormat& f) {
+  auto* json = app.add_flag("--json", f.json, "the output is one JSON object");
+  auto* schema = app.add_option("--json-schema", f.schema, "the output is JSON valid under this JSON Schema (text)");
+  auto* file = app.add_option("--json-schema-file", f.schema_file, "the same, the schema read from a file")->check(CLI::ExistingFile);
+  json->excludes(schema)->excludes(file);
+  schema->excludes(file);
+}
+
+std::shared_ptr<const Grammar> output_grammar(const OutputFormat& f) {
+  if (f.json) return std::make_shared<const Grammar>(json_grammar(true));
+  std::string schema = f.schema;
+  if (!f.schema_file.empty()) {
+    std::ifstream in(f.schema_file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) throw Error("cannot read the JSON schema file " + f.schema_file);
+    schema = text.str();
+  }
+  if (schema.empty()) return nullptr;
+  return std::make_shared<const Grammar>(json_schema_grammar(schema));
 }
 
 std::string default_model_path() {

