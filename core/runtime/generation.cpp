@@ -85,6 +85,7 @@ int32_t Generation::pick_in_grammar(const float* logits) {
   if (constraint_->allows(id)) return id;
   // Most draws fit (the model follows the format it is asked for); only a
   // miss pays for the walk of the vocabulary, as llama.cpp's grammar does.
+  ++stats_.n_redrawn;
   const std::vector<uint8_t>& allowed = constraint_->allowed();
   masked_.assign(logits, logits + n_vocab_);
   bool any = false;

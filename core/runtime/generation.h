@@ -34,6 +34,7 @@ struct GenerateOptions {
 
 struct GenerationStats {
   int64_t n_prompt = 0, n_prefilled = 0, n_generated = 0;
+  int64_t n_redrawn = 0;  // draws that missed the grammar and were made again from the tokens that fit
   double prefill_s = 0, decode_s = 0;
   std::string stop_reason;  // "eos", "stop string", "grammar", "no token fits", "length", "context full", "cancelled"
   double prefill_tps() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }

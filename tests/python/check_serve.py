@@ -183,6 +183,8 @@ def test_structured_output(srv):
     err = json.loads(body).get("error", {})
     check(s == 400 and err.get("param") == "response_format" and "pattern" in err.get("message", ""),
           f"json_schema: a keyword it cannot enforce is a 400 naming it ({s} {err.get('message')!r})")
+    redraws = srv.metric("basalt_grammar_redraws_total")
+    check(redraws is not None and redraws >= 1, f"/metrics: draws made again for the grammar ({redraws})")
     check(srv.healthy(), "json_schema: healthy after")
 
 

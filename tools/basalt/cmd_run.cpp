@@ -43,6 +43,9 @@ void run(const RunOptions& o) {
   std::fprintf(stderr, "basalt: prefill %lld tokens in %.3f s (%.1f tokens/s) | decode %lld tokens in %.3f s (%.1f tokens/s) | stop: %s\n",
                static_cast<long long>(st.n_prefilled), st.prefill_s, st.prefill_tps(),
                static_cast<long long>(st.n_generated), st.decode_s, st.decode_tps(), st.stop_reason.c_str());
+  if (gen.grammar)
+    std::fprintf(stderr, "basalt: %lld of %lld draws missed the grammar and were made again\n",
+                 static_cast<long long>(st.n_redrawn), static_cast<long long>(st.n_generated));
 }
 }  // namespace
 

@@ -102,7 +102,7 @@ class Server {
   void observe(Histogram& h, double s);
   std::mutex metrics_mutex_;
   std::map<std::pair<std::string, int>, int64_t> http_requests_;
-  std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, cancelled_{0};
+  std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, cancelled_{0}, grammar_redraws_{0};
   std::atomic<int64_t> rate_limited_{0}, queue_timeouts_{0}, memory_refusals_{0};
   std::string metrics_text();
   std::string status_line();
