@@ -2,6 +2,7 @@
 #include "core/runtime/generation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -72,12 +73,43 @@ int32_t Generation::step(const float* logits, int64_t context_left) { return acc
 
 int32_t Generation::pick(const float* logits) {
   if (done() || length_reached()) return -1;
-  if (!constraint_) return sampler_.sample(logits, n_vocab_, history_);
-  try {  // pick runs on the engine's threads: nothing may escape
-    return pick_in_grammar(logits);
-  } catch (const std::exception&) {  // the grammar's bounds (GrammarMatcher::kMaxStacks), or memory
-    return -1;
+  int32_t id = -1;
+  if (!constraint_) {
+    id = sampler_.sample(logits, n_vocab_, history_);
+  } else {
+    try {  // pick runs on the engine's threads: nothing may escape
+      id = pick_in_grammar(logits);
+    } catch (const std::exception&) {  // the grammar's bounds (GrammarMatcher::kMaxStacks), or memory
+      return -1;
+    }
   }
+  if (opt_.logprobs >= 0 && id >= 0) note_logprob(logits, id);
+  return id;
+}
+
+void Generation::note_logprob(const float* logits, int32_t id) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n_vocab_; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double log_total = mx + std::log(sum);
+  auto logprob = [&](int64_t i) { return static_cast<float>(logits[i] - log_total); };
+  pending_logprob_.id = id;
+  pending_logprob_.logprob = logprob(id);
+  // The k best, the larger logit first and the lower id on ties: a heap of k with the worst in front.
+  const size_t k = static_cast<size_t>(std::min<int64_t>(std::min(opt_.logprobs, GenerateOptions::kMaxTopLogprobs), n_vocab_));
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (int64_t i = 0; i < n_vocab_ && k > 0; ++i) {
+    if (best.size() == k && !better(static_cast<int32_t>(i), best.front())) continue;
+    best.push_back(static_cast<int32_t>(i));
+    std::push_heap(best.begin(), best.end(), better);
+    if (best.size() > k) std::pop_heap(best.begin(), best.end(), better), best.pop_back();
+  }
+  std::sort(best.begin(), best.end(), better);
+  pending_logprob_.top.clear();
+  for (int32_t t : best) pending_logprob_.top.emplace_back(t, logprob(t));
 }
 
 int32_t Generation::pick_in_grammar(const float* logits) {
@@ -113,6 +145,7 @@ int32_t Generation::accept(int32_t id, int64_t context_left) {
   ++stats_.n_generated;
   history_.push_back(id);
   generated_.push_back(id);
+  if (opt_.logprobs >= 0 && logprob_sink_ && pending_logprob_.id == id) logprob_sink_(pending_logprob_);
   bool stopped = false;
   emit(release(decoder_.feed(id), &stopped));
   if (stopped) return finish("stop string"), -1;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/grammar/token_constraint.h"
@@ -19,6 +20,16 @@
 #include "core/tokenizer/tokenizer.h"
 
 namespace basalt {
+
+// A generated token's log-probability under the model (the log-softmax of
+// its raw logits: before temperature, penalties, bias or a grammar, as
+// OpenAI's logprobs), and the most likely tokens' at that step, best first.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+using LogprobSink = std::function<void(const TokenLogprob&)>;
 
 struct GenerateOptions {
   int32_t max_tokens = 256;         // < 0: until the context is full
@@ -30,6 +41,10 @@ struct GenerateOptions {
   // do; the request ends when the grammar does (stop reason "grammar") or at
   // an end-of-generation token where it may.
   std::shared_ptr<const Grammar> grammar;
+  // >= 0: each generated token's TokenLogprob goes to the Generation's
+  // logprob sink before its text, with this many alternatives.
+  int32_t logprobs = -1;
+  static constexpr int32_t kMaxTopLogprobs = 20;
 };
 
 struct GenerationStats {
@@ -63,6 +78,8 @@ class Generation {
   int32_t accept(int32_t id, int64_t context_left);
   // Ends the request from outside (a cancel): emits nothing more.
   void cancel();
+  // Where each generated token's log-probability goes (options.logprobs >= 0), before its text.
+  void set_logprob_sink(LogprobSink sink) { logprob_sink_ = std::move(sink); }
 
   bool done() const { return !stats_.stop_reason.empty(); }
   const GenerationStats& stats() const { return stats_; }
@@ -71,6 +88,7 @@ class Generation {
 
  private:
   int32_t pick_in_grammar(const float* logits);
+  void note_logprob(const float* logits, int32_t id);  // pending_logprob_ for the token picked
   bool length_reached() const { return opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens; }
   void finish(const char* reason);
   void emit(const std::string& s);
@@ -83,6 +101,8 @@ class Generation {
   Sampler sampler_;
   std::unique_ptr<TokenConstraint> constraint_;  // with opt_.grammar
   std::vector<float> masked_;                    // the logits with the rest at -inf
+  LogprobSink logprob_sink_;
+  TokenLogprob pending_logprob_;                 // pick's, for accept
   StreamDecoder decoder_;
   std::vector<int32_t> history_;  // prompt and generated tokens (the repetition penalty reads it)
   std::vector<int32_t> generated_;

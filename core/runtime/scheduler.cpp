@@ -228,6 +228,7 @@ void Scheduler::admit() {
     start(*s);
     s->gen = std::make_unique<Generation>(model_.tokenizer(), s->request.options, s->request.prompt,
                                           model_.tokenizer().n_vocab(), s->request.on_text);
+    if (s->request.on_logprob) s->gen->set_logprob_sink(s->request.on_logprob);
     s->gen->stats().n_prefilled = static_cast<int64_t>(s->context.size()) - s->computed;
     if (s->computed > 0) {
       ++counts_.prefix_hits;

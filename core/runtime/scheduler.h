@@ -58,6 +58,7 @@ struct ScheduledRequest {
   TextSink on_text;                                      // complete UTF-8 pieces; false cancels
   std::function<void()> on_start;                        // once, when it first joins the running batch
   std::function<void(const GenerationStats&)> on_done;  // once, when the request ends
+  LogprobSink on_logprob;                                // each generated token's, before its text (options.logprobs >= 0)
 };
 
 // What /metrics shows of the scheduler, as of its last step.

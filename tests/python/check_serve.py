@@ -13,12 +13,14 @@
 # prefix cache on (the same text as without the cache, a long shared system
 # prompt taken from it, the rings' small pool in /metrics); response_format
 # (json_object, json_schema) through the client, each reply valid under its
-# schema by the jsonschema package, sampled and greedy, streamed and not.
+# schema by the jsonschema package, sampled and greedy, streamed and not;
+# logprobs (chat and completions, streamed and not).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
 import http.client
 import json
+import math
 import re
 import signal
 import subprocess
@@ -186,6 +188,40 @@ def test_structured_output(srv):
     redraws = srv.metric("basalt_grammar_redraws_total")
     check(redraws is not None and redraws >= 1, f"/metrics: draws made again for the grammar ({redraws})")
     check(srv.healthy(), "json_schema: healthy after")
+
+
+def test_logprobs(srv):
+    # Each generated token's log-probability and its alternatives, in the shape
+    # OpenAI's client reads: greedy, so the chosen token is the likeliest.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    model = client.models.list().data[0].id
+    msgs = [{"role": "user", "content": "Name three colors."}]
+    r = client.chat.completions.create(model=model, messages=msgs, max_tokens=16, temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    check(len(content) == r.usage.completion_tokens and "".join(t.token for t in content) == r.choices[0].message.content,
+          f"chat logprobs: a token each, spelling the reply ({len(content)} tokens)")
+    check(all(len(t.top_logprobs) == 3 and t.top_logprobs[0].token == t.token and
+              abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6 and t.logprob <= 0 for t in content),
+          "chat logprobs: greedy picks the first of top_logprobs, logprob <= 0")
+    check(all(a.logprob >= b.logprob for t in content for a, b in zip(t.top_logprobs, t.top_logprobs[1:])) and
+          all(sum(math.exp(a.logprob) for a in t.top_logprobs) <= 1 + 1e-5 for t in content),
+          "chat logprobs: alternatives in order, their probabilities summing to at most 1")
+    check(all(bytes(t.bytes).decode() == t.token for t in content), "chat logprobs: bytes spell the token")
+    streamed = []
+    for chunk in client.chat.completions.create(model=model, messages=msgs, max_tokens=16, temperature=0, logprobs=True,
+                                                top_logprobs=3, stream=True):
+        if chunk.choices and chunk.choices[0].logprobs:
+            streamed += chunk.choices[0].logprobs.content
+    check([(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content],
+          "chat logprobs: the stream's chunks carry the same")
+    c = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0, logprobs=2)
+    lp = c.choices[0].logprobs
+    offsets = [sum(len(x.encode()) for x in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    check(len(lp.tokens) == c.usage.completion_tokens and "".join(lp.tokens) == c.choices[0].text and
+          lp.text_offset == offsets and all(len(d) == 2 and max(d.values()) == p for d, p in zip(lp.top_logprobs, lp.token_logprobs)),
+          f"completions logprobs: tokens, token_logprobs, top_logprobs, text_offset ({lp.tokens})")
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": "x", "echo": True})
+    check(s == 400 and json.loads(body)["error"]["param"] == "echo", "echo: refused, not ignored (400)")
 
 
 def test_bad_requests(srv):
@@ -472,6 +508,7 @@ def main():
         check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
         test_openai_client(srv)
         test_structured_output(srv)
+        test_logprobs(srv)
         ttft = srv.metric("basalt_time_to_first_token_seconds_count")
         check(ttft is not None and ttft >= 4, f"/metrics: time-to-first-token histogram ({ttft})")
         check((srv.metric("basalt_resident_memory_bytes") or 0) > 1e6, "/metrics: resident memory")

@@ -79,6 +79,14 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"prompt": "x", "n": 3})", false, 400, "n"},
       {R"({"prompt": "x", "stream": "yes"})", false, 400, "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", false, 400, "stream_options"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", true, 400, "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", true, 400, "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", true, 400, "top_logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", false, 400, "logprobs"},
+      {R"({"prompt": "x", "logprobs": 21})", false, 400, "logprobs"},
+      {R"({"prompt": "x", "echo": true})", false, 400, "echo"},
+      {R"({"prompt": "x", "echo": false})", false, 200, ""},
+      {R"({"prompt": "x", "best_of": 2})", false, 400, "best_of"},
       {R"({"prompt": "x", "response_format": "json"})", false, 400, "response_format"},
       {R"({"prompt": "x", "response_format": {"type": "xml"}})", false, 400, "response_format"},
       {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", false, 400, "response_format"},
@@ -128,6 +136,16 @@ TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
   ASSERT_NE(schema, nullptr);
   EXPECT_TRUE(matches(schema, R"({"zeta": "z", "alpha": 1})"));
   EXPECT_FALSE(matches(schema, R"({"alpha": 1, "zeta": "z"})"));  // nlohmann's json would have sorted them
+}
+
+TEST(OpenAiApi, LogprobsBecomeOptions) {
+  EXPECT_EQ(parse(R"({"prompt": "x"})").options.logprobs, -1);
+  EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 0})").options.logprobs, 0);
+  EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 5})").options.logprobs, 5);
+  const char* chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_EQ(parse(std::string(chat) + R"("logprobs": false})", true).options.logprobs, -1);
+  EXPECT_EQ(parse(std::string(chat) + R"("logprobs": true})", true).options.logprobs, 0);
+  EXPECT_EQ(parse(std::string(chat) + R"("logprobs": true, "top_logprobs": 20})", true).options.logprobs, 20);
 }
 
 TEST(OpenAiApi, ResponsesHaveOpenAisShape) {

@@ -196,6 +196,28 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     r.options.stop_at_end_of_generation = !v->get<bool>();
   }
   if (const json* v = field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
+  // logprobs: chat's a boolean with top_logprobs beside it; the completions API's the number of alternatives.
+  constexpr int64_t kMaxTop = GenerateOptions::kMaxTopLogprobs;
+  if (chat) {
+    bool wanted = false;
+    if (const json* v = field(j, "logprobs")) {
+      if (!v->is_boolean()) throw bad("logprobs must be true or false", "logprobs");
+      wanted = v->get<bool>();
+    }
+    if (const json* v = field(j, "top_logprobs")) {
+      const int64_t n = integer(*v, "top_logprobs", 0, kMaxTop);
+      if (!wanted) throw bad("top_logprobs needs logprobs: true", "top_logprobs");
+      r.options.logprobs = static_cast<int32_t>(n);
+    } else if (wanted) {
+      r.options.logprobs = 0;
+    }
+  } else if (const json* v = field(j, "logprobs")) {
+    r.options.logprobs = static_cast<int32_t>(integer(*v, "logprobs", 0, kMaxTop));
+  }
+  // Asked for and not done: refused, not ignored.
+  if (const json* v = field(j, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+    throw bad("echo (the prompt's text and log-probabilities in the reply) is not supported", "echo");
+  if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
@@ -222,9 +244,43 @@ json usage_json(const GenerationStats& st) {
           {"prompt_tokens_details", {{"cached_tokens", std::max<int64_t>(0, st.n_prompt - st.n_prefilled)}}}};
 }
 
+json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, const Tokenizer& tok,
+                   size_t* text_offset) {
+  auto bytes = [](const std::string& piece) {
+    json b = json::array();
+    for (unsigned char c : piece) b.push_back(c);
+    return b;
+  };
+  if (r.chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      const std::string piece = tok.token_to_piece(t.id);
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string p = tok.token_to_piece(id);
+        top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes(p)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json pieces = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : tokens) {
+    const std::string piece = tok.token_to_piece(t.id);
+    pieces.push_back(piece);
+    logprobs.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top.emplace(tok.token_to_piece(id), lp);  // a piece twice: the likelier stays
+    tops.push_back(top);
+    offsets.push_back(*text_offset);
+    *text_offset += piece.size();
+  }
+  return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                     const std::string& text, const GenerationStats& st) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(st)}};
+                     const std::string& text, const GenerationStats& st, const json& logprobs) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(st)}};
   if (r.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
@@ -238,8 +294,8 @@ json completion_json(const CompletionRequest& r, const std::string& id, int64_t 
 }
 
 json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                std::string_view text, const char* finish, bool first) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+                std::string_view text, const char* finish, bool first, const json& logprobs) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (r.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

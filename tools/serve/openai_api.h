@@ -56,12 +56,19 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
 const char* finish_reason(const GenerationStats& st);
 
 nlohmann::json usage_json(const GenerationStats& st);
+// A choice's logprobs for these generated tokens, in the endpoint's shape:
+// chat {"content": [{token, logprob, bytes, top_logprobs}]}, completions
+// {tokens, token_logprobs, top_logprobs (piece -> logprob), text_offset}
+// (text_offset counts bytes from the first token's; it carries across a stream's chunks).
+nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, const Tokenizer& tok,
+                             size_t* text_offset);
 // The whole response of a request that did not stream.
 nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
-                               const std::string& model, const std::string& text, const GenerationStats& st);
+                               const std::string& model, const std::string& text, const GenerationStats& st,
+                               const nlohmann::json& logprobs = nullptr);
 // One server-sent event's data: text (may be empty), and the finish reason in the last one.
 nlohmann::json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                          std::string_view text, const char* finish, bool first);
+                          std::string_view text, const char* finish, bool first, const nlohmann::json& logprobs = nullptr);
 // The final chunk with usage and no choices (stream_options.include_usage).
 nlohmann::json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                 const std::string& model, const GenerationStats& st);

@@ -68,6 +68,7 @@ struct Server::Channel {
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::string> pieces;
+  std::vector<TokenLogprob> logprobs;  // every generated token's, when asked for
   bool started = false;  // joined the running batch
   bool done = false;
   GenerationStats stats;
@@ -264,6 +265,11 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     ch->cv.notify_all();
     return true;
   };
+  if (r.options.logprobs >= 0)
+    sr.on_logprob = [ch](const TokenLogprob& t) {
+      std::lock_guard<std::mutex> lock(ch->m);
+      ch->logprobs.push_back(t);
+    };
   sr.on_start = [ch] {
     {
       std::lock_guard<std::mutex> lock(ch->m);
@@ -335,7 +341,9 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     }
     std::string text;
     for (const std::string& p : ch->pieces) text += p;
-    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats)), "application/json");
+    size_t offset = 0;
+    const json logprobs = r.options.logprobs >= 0 ? logprobs_json(r, ch->logprobs, model_.tokenizer(), &offset) : json(nullptr);
+    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats, logprobs)), "application/json");
     return;
   }
 
@@ -343,7 +351,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   const int64_t created = unix_seconds();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, ch, r, rid, id, created, deadline, first = true](size_t, httplib::DataSink& sink) mutable {
+      [this, ch, r, rid, id, created, deadline, first = true, sent_logprobs = size_t{0}, offset = size_t{0},
+       unsent = std::vector<TokenLogprob>()](size_t, httplib::DataSink& sink) mutable {
         std::deque<std::string> got;
         bool done = false;
         GenerationStats st;
@@ -353,7 +362,17 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           got.swap(ch->pieces);
           done = ch->done;
           st = ch->stats;
+          unsent.insert(unsent.end(), ch->logprobs.begin() + static_cast<std::ptrdiff_t>(sent_logprobs), ch->logprobs.end());
+          sent_logprobs = ch->logprobs.size();
         }
+        // The tokens' logprobs so far go with the next chunk sent (a token's
+        // text may come in a later one: held back for a stop string or a whole character).
+        auto take_logprobs = [&]() -> json {
+          if (r.options.logprobs < 0) return nullptr;
+          json j = logprobs_json(r, unsent, model_.tokenizer(), &offset);
+          unsent.clear();
+          return j;
+        };
         auto send = [&](const json& event) {
           const std::string s = "data: " + dump(event) + "\n\n";
           return sink.write(s.data(), s.size());
@@ -364,7 +383,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           if (!sink.is_writable()) return false;
         }
         for (const std::string& p : got) {
-          if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, first))) {
+          if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, first, take_logprobs()))) {
             ch->closed = true;
             scheduler_->cancel(id);
             return false;
@@ -372,7 +391,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           first = false;
         }
         if (done) {
-          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st), first));
+          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st), first, unsent.empty() ? json(nullptr) : take_logprobs()));
           if (r.include_usage) send(usage_chunk_json(r, rid, created, opt_.model_name, st));
           const std::string end = "data: [DONE]\n\n";
           sink.write(end.data(), end.size());
