@@ -85,6 +85,9 @@ for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
     json_schema)  # a schema, then NUL and text to follow through its grammar
       printf '{"$defs":{"a":{"type":"object","properties":{"n":{"type":["string","null"],"maxLength":4},"k":{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":2}},"required":["n"],"additionalProperties":false}},"$ref":"#/$defs/a"}\0{"n": "ab", "k": [{"n": null}]}' >"$d/recursive"
       printf '{"type":"object","properties":{"e":{"enum":["x","xy",3,null]},"d":{"type":"string","format":"date-time"},"t":{"prefixItems":[{"const":1},{"type":"boolean"}],"items":false},"a":{"anyOf":[{"type":"integer"},{"additionalProperties":{"type":"number"}}]}}}\0{"e": "xy", "d": "2026-12-07T10:00:00Z", "t": [1, true]}' >"$d/keywords" ;;
+    gbnf)  # a grammar, then NUL and text to follow through it
+      printf 'root ::= "[" ws (item ("," ws item)*)? "]"\nitem ::= [a-z\\u00e9-\\U0001F600]{1,8} | "\\"" [^"\\\\\\x00-\\x1F]* "\\""  # comment\nws ::= | " " | "\\n" [ \\t]{0,4}\n\0[ab, "x\xc3\xa9"]' >"$d/list"
+      printf 'root ::= (\n  expr "=" ws term "\\n"\n)+\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ |\n  "(" expr ")"\nws ::= [ ]?\n\0(1+2)= 3\n' >"$d/arithmetic" ;;
     *) echo "fuzz.sh: no seeds for $1" >&2 ;;
   esac
 }

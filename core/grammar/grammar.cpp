@@ -16,6 +16,8 @@ int32_t Grammar::new_rule() {
 
 void Grammar::add_alternative(int32_t rule, const Sequence& seq) {
   if (rule < 0 || static_cast<size_t>(rule) >= alternatives_.size()) throw Error("grammar: no rule " + std::to_string(rule));
+  if (code_.size() + seq.size() + 1 > kMaxElements)
+    throw Error("grammar: more than " + std::to_string(kMaxElements) + " elements (a schema or grammar too large)");
   alternatives_[static_cast<size_t>(rule)].push_back(static_cast<int32_t>(code_.size()));
   for (const Element& e : seq) {
     if (e.is_end()) continue;
@@ -41,6 +43,37 @@ Grammar::Element Grammar::byte(uint8_t b) {
 Grammar::Sequence Grammar::literal(std::string_view text) {
   Sequence seq;
   for (char c : text) seq.push_back(byte(static_cast<uint8_t>(c)));
+  return seq;
+}
+
+Grammar::Element Grammar::one_of(const std::vector<Sequence>& alternatives) {
+  const int32_t r = new_rule();
+  for (const Sequence& a : alternatives) add_alternative(r, a);
+  return ref(r);
+}
+
+Grammar::Sequence Grammar::repeat(const Sequence& item, int64_t min, int64_t max) {
+  if (min < 0 || min > kMaxRepeat || max > kMaxRepeat)
+    throw Error("grammar: a repetition count above " + std::to_string(kMaxRepeat) + " is not supported");
+  if (max >= 0 && max < min) throw Error("grammar: a repetition's maximum is below its minimum");
+  Sequence seq;
+  for (int64_t i = 0; i < min; ++i) seq.insert(seq.end(), item.begin(), item.end());
+  if (max < 0) {  // tail := item tail | nothing
+    const int32_t tail = new_rule();
+    Sequence again = item;
+    again.push_back(ref(tail));
+    add_alternative(tail, again);
+    add_alternative(tail, {});
+    seq.push_back(ref(tail));
+  } else if (max > min) {  // from the back: o_k := item o_(k+1) | nothing
+    Element more = optional(item);
+    for (int64_t k = max - min - 1; k > 0; --k) {
+      Sequence next = item;
+      next.push_back(more);
+      more = optional(next);
+    }
+    seq.push_back(more);
+  }
   return seq;
 }
 
@@ -104,10 +137,32 @@ GrammarMatcher::GrammarMatcher(const Grammar& g) : g_(&g), begin_{0} {
   }
 }
 
+namespace {
+uint64_t hash_of(const int32_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull ^ n;  // FNV-1a over the positions
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(p[i])) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
 void GrammarMatcher::add_stack(const std::vector<int32_t>& st) {
-  for (size_t i = 0; i < n_stacks(); ++i)
-    if (begin_[i + 1] - begin_[i] == st.size() && std::equal(st.begin(), st.end(), pos_.begin() + begin_[i])) return;
-  if (n_stacks() == kMaxStacks) throw Error("grammar: more than " + std::to_string(kMaxStacks) + " readings of the text at once");
+  auto same = [&](size_t i) {
+    return begin_[i + 1] - begin_[i] == st.size() && std::equal(st.begin(), st.end(), pos_.begin() + begin_[i]);
+  };
+  const uint64_t h = hash_of(st.data(), st.size());
+  if (n_stacks() < kIndexFrom) {
+    for (size_t i = 0; i < n_stacks(); ++i)
+      if (same(i)) return;
+  } else {
+    if (n_stacks() == kIndexFrom && index_.empty())  // the first time past the scan's size: index them all
+      for (size_t i = 0; i < n_stacks(); ++i) index_.emplace(hash_of(pos_.data() + begin_[i], begin_[i + 1] - begin_[i]), i);
+    for (auto [it, end] = index_.equal_range(h); it != end; ++it)
+      if (same(it->second)) return;
+  }
+  if (n_stacks() == kMaxStacks || pos_.size() + st.size() > kMaxPositions)
+    throw Error("grammar: more than " + std::to_string(kMaxStacks) + " readings of the text at once, or " +
+                std::to_string(kMaxPositions) + " positions in them");
+  if (n_stacks() >= kIndexFrom) index_.emplace(h, static_cast<uint32_t>(n_stacks()));
   pos_.insert(pos_.end(), st.begin(), st.end());
   begin_.push_back(static_cast<uint32_t>(pos_.size()));
 }
@@ -134,6 +189,7 @@ bool GrammarMatcher::advance(const GrammarMatcher& from, uint8_t b) {
   g_ = from.g_;
   pos_.clear();
   begin_.assign(1, 0);
+  index_.clear();
   for (size_t i = 0; i < from.n_stacks(); ++i) {
     if (from.empty_stack(i) || !g_->set(g_->at(from.top(i)).set).test(b)) continue;
     work_.assign(from.pos_.begin() + from.begin_[i], from.pos_.begin() + from.begin_[i + 1] - 1);

@@ -40,6 +40,13 @@ class Grammar {
   Element byte(uint8_t b);                // that byte
   static Element ref(int32_t rule) { return {-1, rule}; }
   Sequence literal(std::string_view text);  // those bytes in order
+  // A new rule of these alternatives; optional: seq or nothing; repeat: item
+  // min to max times (max < 0: without bound; counts up to kMaxRepeat).
+  Element one_of(const std::vector<Sequence>& alternatives);
+  Element optional(const Sequence& seq) { return one_of({seq, {}}); }
+  Sequence repeat(const Sequence& item, int64_t min, int64_t max);
+  static constexpr int64_t kMaxRepeat = 4096;
+  static constexpr size_t kMaxElements = size_t{1} << 20;  // about 8 MB: add_alternative throws Error past it
 
   // Reading (the matcher). Positions index one array of elements in which
   // each alternative is followed by an end element.
@@ -71,9 +78,13 @@ class GrammarMatcher {
  public:
   // Bounds on one reading's nesting of rules between bytes and on the
   // readings at once: past them the matcher throws Error (a schema of
-  // thousands of optional properties, or of ambiguous alternatives).
+  // thousands of optional properties, an ambiguous grammar),
   static constexpr int kMaxNesting = 1000;
   static constexpr size_t kMaxStacks = 4096;
+  // and on the positions of all readings together (readings x their depth):
+  // what one byte costs, whatever the grammar (a grammar that nests a rule
+  // in itself at every byte grows both).
+  static constexpr size_t kMaxPositions = size_t{1} << 17;
 
   explicit GrammarMatcher(const Grammar& g);  // before any text; the grammar must outlive it
 
@@ -87,9 +98,9 @@ class GrammarMatcher {
   bool allows(uint8_t b) const;
   // The same stacks in the same order (a string's every character leaves the same).
   bool same_state(const GrammarMatcher& o) const { return g_ == o.g_ && begin_ == o.begin_ && pos_ == o.pos_; }
+  size_t n_stacks() const { return begin_.size() - 1; }  // readings of the text at once
 
  private:
-  size_t n_stacks() const { return begin_.size() - 1; }
   bool empty_stack(size_t i) const { return begin_[i] == begin_[i + 1]; }
   int32_t top(size_t i) const { return pos_[begin_[i + 1] - 1]; }
   // Adds every stack that st becomes once the rules at its top are opened
@@ -101,6 +112,10 @@ class GrammarMatcher {
   std::vector<int32_t> pos_;     // the stacks' positions, bottom first, stack after stack
   std::vector<uint32_t> begin_;  // stack i is pos_[begin_[i], begin_[i + 1])
   std::vector<int32_t> work_;    // the stack being opened
+  // Past kIndexFrom stacks, each stack's hash -> its index, so that adding
+  // one is not a scan of all (an ambiguous grammar may hold thousands).
+  static constexpr size_t kIndexFrom = 32;
+  std::unordered_multimap<uint64_t, uint32_t> index_;
 };
 
 }  // namespace basalt

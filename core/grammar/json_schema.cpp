@@ -14,8 +14,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr int kMaxRepeat = 4096;             // minLength, maxItems...: the rules grow with them
-constexpr size_t kMaxElements = size_t{1} << 20;  // the whole grammar (about 8 MB)
 constexpr size_t kMaxEnum = 10000;                // values of one enum (its trie is built recursively)
 // Properties of one object: optional ones nest a rule each before the first
 // member's byte, within GrammarMatcher::kMaxNesting.
@@ -52,33 +50,10 @@ class JsonGrammarBuilder {
 
   Grammar& grammar() { return g_; }
 
-  int32_t rule(const std::vector<Sequence>& alternatives) {
-    const int32_t r = g_.new_rule();
-    for (const Sequence& a : alternatives) g_.add_alternative(r, a);
-    if (g_.n_elements() > kMaxElements) throw Error("the JSON schema is too large for a grammar");
-    return r;
-  }
-  Element one_of(const std::vector<Sequence>& alternatives) { return Grammar::ref(rule(alternatives)); }
-  Element optional(const Sequence& seq) { return one_of({seq, {}}); }
-
-  // item repeated min to max times (max < 0: without bound).
-  Sequence repeat(const Sequence& item, int64_t min, int64_t max) {
-    if (min < 0 || min > kMaxRepeat || max > kMaxRepeat)
-      throw Error("a repetition count above " + std::to_string(kMaxRepeat) + " is not supported");
-    Sequence seq;
-    for (int64_t i = 0; i < min; ++i) append(seq, item);
-    if (max < 0) {  // tail := item tail | nothing
-      const int32_t tail = g_.new_rule();
-      g_.add_alternative(tail, cat(item, Grammar::ref(tail)));
-      g_.add_alternative(tail, {});
-      seq.push_back(Grammar::ref(tail));
-    } else if (max > min) {  // from the back: o_k := item o_(k+1) | nothing
-      Element more = optional(item);
-      for (int64_t k = max - min - 1; k > 0; --k) more = optional(cat(item, more));
-      seq.push_back(more);
-    }
-    return seq;
-  }
+  int32_t rule(const std::vector<Sequence>& alternatives) { return g_.one_of(alternatives).rule; }
+  Element one_of(const std::vector<Sequence>& alternatives) { return g_.one_of(alternatives); }
+  Element optional(const Sequence& seq) { return g_.optional(seq); }
+  Sequence repeat(const Sequence& item, int64_t min, int64_t max) { return g_.repeat(item, min, max); }
 
   // Shared pieces, each made once.
   Element ws() {

@@ -39,6 +39,7 @@ const std::vector<uint8_t>& TokenConstraint::allowed() const {
   std::vector<GrammarMatcher> states{matcher_};
   size_t depth = 0;
   size_t failed_at = SIZE_MAX;
+  size_t work = 0;  // readings advanced by a byte, against kWalkBudget
   for (size_t k = 0; k < pieces_.ids.size(); ++k) {
     const int32_t id = pieces_.ids[k];
     const std::string_view piece = pieces_.piece(id);
@@ -48,6 +49,10 @@ const std::vector<uint8_t>& TokenConstraint::allowed() const {
     depth = std::min(depth, common);
     if (states.size() < piece.size() + 1) states.resize(piece.size() + 1, matcher_);
     for (; depth < piece.size(); ++depth) {
+      work += states[depth].n_stacks();
+      if (work > kWalkBudget)
+        throw Error("the grammar is too ambiguous to follow: more than " + std::to_string(kWalkBudget) +
+                    " readings advanced to find the next token");
       if (!states[depth + 1].advance(states[depth], static_cast<uint8_t>(piece[depth]))) {
         failed_at = depth;
         break;

@@ -25,6 +25,11 @@ class TokenConstraint {
   // Gemma 3's 262k (tests/unit/grammar_test.cpp prints it). Kept for the
   // last few states: every character of a string leaves the same one.
   const std::vector<uint8_t>& allowed() const;
+  // The most readings (GrammarMatcher stacks) the walk may advance by a byte
+  // before it throws Error: about half a second, where Gemma 3's 262k tokens
+  // inside a JSON string take ~15 M. An ambiguous grammar (a request's GBNF)
+  // ends its request rather than hold the engine's threads.
+  static constexpr size_t kWalkBudget = size_t{48} << 20;
   void accept(int32_t id);  // Error where it is not allowed
   // The text is a whole sentence and nothing may follow it: the output is done.
   bool complete() const { return matcher_.can_end() && !matcher_.can_continue(); }

@@ -16,6 +16,7 @@
 
 #include "core/tokenizer/pre_regex.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/utf8.h"
 
 namespace basalt::tokenizer_detail {
 
@@ -38,7 +39,6 @@ struct Utf8Char {
 // The character starting at s[pos] (pos < s.size()); strict: overlongs,
 // surrogates and truncated sequences are invalid.
 Utf8Char utf8_next(std::string_view s, size_t pos);
-void utf8_append(std::string& out, uint32_t cp);
 
 // ---- character classes (generated table: unicode_tables.inc) ---------------
 

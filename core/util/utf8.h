@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace basalt {
@@ -12,5 +14,7 @@ bool is_valid_utf8(std::string_view s);
 // Length of the longest prefix of s that ends on a character boundary, given
 // that s may stop in the middle of a character (used by streaming output).
 size_t utf8_complete_prefix(std::string_view s);
+// Appends code point cp (at most U+10FFFF) as UTF-8.
+void utf8_append(std::string& out, uint32_t cp);
 
 }  // namespace basalt

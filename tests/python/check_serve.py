@@ -13,7 +13,8 @@
 # prefix cache on (the same text as without the cache, a long shared system
 # prompt taken from it, the rings' small pool in /metrics); response_format
 # (json_object, json_schema) through the client, each reply valid under its
-# schema by the jsonschema package, sampled and greedy, streamed and not;
+# schema by the jsonschema package, sampled and greedy, streamed and not, and
+# llama-server's GBNF grammar field;
 # logprobs (chat and completions, streamed and not).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
@@ -185,6 +186,18 @@ def test_structured_output(srv):
     err = json.loads(body).get("error", {})
     check(s == 400 and err.get("param") == "response_format" and "pattern" in err.get("message", ""),
           f"json_schema: a keyword it cannot enforce is a 400 naming it ({s} {err.get('message')!r})")
+    # llama-server's GBNF "grammar" field
+    answer_grammar = 'root ::= ("yes" | "no") ", because " [a-z ]{1,40} "."'
+    for temperature in (0, 1.0):
+        s, _, body = srv.request("POST", "/v1/completions", {"prompt": "Is the sky blue? Answer:", "max_tokens": 60,
+                                                             "temperature": temperature, "seed": 4, "grammar": answer_grammar})
+        text = json.loads(body)["choices"][0]["text"] if s == 200 else body.decode()
+        check(s == 200 and re.fullmatch(r"(yes|no), because [a-z ]{1,40}\.", text) is not None,
+              f"grammar (GBNF) at temperature {temperature}: the reply follows it ({text!r})")
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": "x", "grammar": "root ::= [a-"})
+    err = json.loads(body).get("error", {})
+    check(s == 400 and err.get("param") == "grammar" and "line 1" in err.get("message", ""),
+          f"grammar (GBNF): a bad one is a 400 naming where ({err.get('message')!r})")
     redraws = srv.metric("basalt_grammar_redraws_total")
     check(redraws is not None and redraws >= 1, f"/metrics: draws made again for the grammar ({redraws})")
     check(srv.healthy(), "json_schema: healthy after")

@@ -95,6 +95,17 @@ TEST(Cli, JsonSchemaOutputIsAnInstance) {
   EXPECT_EQ(r.out.find("loaded"), std::string::npos) << r.out;  // refused before the model loads
 }
 
+// --grammar holds the output to a GBNF grammar; a bad one is one line naming where.
+TEST(Cli, GrammarOutputFollowsIt) {
+  Result r = basalt_cmd("run " + model_arg() + " -p 'Is water wet? Answer:' -n 20 --temp 0.9 --seed 2 --grammar 'root ::= (\"yes\" | \"no\") \".\"'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(r.out.find("\nyes.") != std::string::npos || r.out.find("\nno.") != std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stop: grammar"), std::string::npos) << r.out;
+  r = basalt_cmd("run " + model_arg() + " -p x --grammar 'root ::= yes'");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("line 1 column 10: the rule 'yes' is used but not defined"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ChatReadsTurnsFromStdin) {
   Result r = basalt_cmd("chat " + model_arg() + " -n 12 --temp 0", "What is 2+2?\\nAnd 3+3?\\n/exit\\n");
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -6,35 +6,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/runtime/generation.h"
+#include "tests/unit/byte_vocab.h"
 
 namespace basalt {
 namespace {
 
-// A SentencePiece vocabulary of the 256 bytes after <unk>, <s>, </s>.
-Tokenizer byte_vocab() {
-  TokenizerData d;
-  d.model = "llama";
-  d.tokens = {"<unk>", "<s>", "</s>"};
-  d.token_types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
-    d.tokens.push_back(hex), d.token_types.push_back(6);
-  }
-  d.scores.assign(d.tokens.size(), 0.0f);
-  d.unk_id = 0, d.bos_id = 1, d.eos_id = 2;
-  return Tokenizer(std::move(d));
-}
-
 TEST(Generation, LogprobsAreTheModelsLogSoftmaxBeforeItsText) {
-  const Tokenizer tok = byte_vocab();
+  const Tokenizer tok = test::byte_vocab();
   const int64_t V = tok.n_vocab();
   GenerateOptions opt;
   opt.max_tokens = 40;

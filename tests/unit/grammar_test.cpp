@@ -17,6 +17,7 @@
 #include "core/grammar/token_constraint.h"
 #include "core/runtime/generation.h"
 #include "core/tokenizer/tokenizer_gguf.h"
+#include "tests/unit/byte_vocab.h"
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
@@ -208,26 +209,11 @@ TEST(JsonSchema, WhatCannotBeEnforcedIsRefusedByName) {
   }
 }
 
-// A SentencePiece vocabulary of bytes and a few JSON-ish pieces (U+2581 for
-// the space), enough for any text and for tokens of several bytes.
+// The byte vocabulary with a few JSON-ish pieces of several bytes.
 Tokenizer json_vocab() {
-  TokenizerData d;
-  d.model = "llama";
-  d.tokens = {"<unk>", "<s>", "</s>"};
-  d.token_types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
-    d.tokens.push_back(hex), d.token_types.push_back(6);
-  }
-  for (const char* piece : {"{", "}", "{\"", "\":", "\",", "\"}", "\u2581\"", "\u2581{", "[", "]", "],", "\u2581[", "true", "false",
-                            "null", "\u2581true", "12", "3.5", "-1", "e", "na", "name", "\"name\"", "age", "\u2581\u2581", "\n",
-                            "\u2581:", ",\u2581", "\u00e9", "\xe2\x82", "ab", "abc", "\\n", "\\u00", "x\"}"}) {
-    d.tokens.push_back(piece), d.token_types.push_back(1);
-  }
-  d.scores.assign(d.tokens.size(), 0.0f);
-  d.unk_id = 0, d.bos_id = 1, d.eos_id = 2;
-  return Tokenizer(std::move(d));
+  return test::byte_vocab({"{", "}", "{\"", "\":", "\",", "\"}", "\u2581\"", "\u2581{", "[", "]", "],", "\u2581[", "true",
+                           "false", "null", "\u2581true", "12", "3.5", "-1", "e", "na", "name", "\"name\"", "age", "\u2581\u2581",
+                           "\n", "\u2581:", ",\u2581", "\u00e9", "\xe2\x82", "ab", "abc", "\\n", "\\u00", "x\"}"});
 }
 
 TEST(TokenConstraint, AllowedIsEveryTokenThatFitsAlone) {

@@ -87,6 +87,9 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"prompt": "x", "echo": true})", false, 400, "echo"},
       {R"({"prompt": "x", "echo": false})", false, 200, ""},
       {R"({"prompt": "x", "best_of": 2})", false, 400, "best_of"},
+      {R"({"prompt": "x", "grammar": 5})", false, 400, "grammar"},
+      {R"({"prompt": "x", "grammar": "root ::= missing"})", false, 400, "grammar"},
+      {R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", false, 400, "grammar"},
       {R"({"prompt": "x", "response_format": "json"})", false, 400, "response_format"},
       {R"({"prompt": "x", "response_format": {"type": "xml"}})", false, 400, "response_format"},
       {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", false, 400, "response_format"},
@@ -136,6 +139,11 @@ TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
   ASSERT_NE(schema, nullptr);
   EXPECT_TRUE(matches(schema, R"({"zeta": "z", "alpha": 1})"));
   EXPECT_FALSE(matches(schema, R"({"alpha": 1, "zeta": "z"})"));  // nlohmann's json would have sorted them
+  // llama-server's "grammar": GBNF.
+  const auto gbnf = parse(R"({"prompt": "x", "grammar": "root ::= (\"yes\" | \"no\") \"!\""})").options.grammar;
+  ASSERT_NE(gbnf, nullptr);
+  EXPECT_TRUE(matches(gbnf, "no!"));
+  EXPECT_FALSE(matches(gbnf, "maybe!"));
 }
 
 TEST(OpenAiApi, LogprobsBecomeOptions) {

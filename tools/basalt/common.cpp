@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/grammar/gbnf.h"
 #include "core/grammar/json_schema.h"
 #include "core/runtime/session.h"
 #include "core/util/memory.h"
@@ -99,23 +100,32 @@ SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given,
 }
 
 void add_output_format_options(CLI::App& app, OutputFormat& f) {
-  auto* json = app.add_flag("--json", f.json, "the output is one JSON object");
-  auto* schema = app.add_option("--json-schema", f.schema, "the output is JSON valid under this JSON Schema (text)");
-  auto* file = app.add_option("--json-schema-file", f.schema_file, "the same, the schema read from a file")->check(CLI::ExistingFile);
-  json->excludes(schema)->excludes(file);
-  schema->excludes(file);
+  std::vector<CLI::Option*> formats = {
+      app.add_flag("--json", f.json, "the output is one JSON object"),
+      app.add_option("--json-schema", f.schema, "the output is JSON valid under this JSON Schema (text)"),
+      app.add_option("--json-schema-file", f.schema_file, "the same, the schema read from a file")->check(CLI::ExistingFile),
+      app.add_option("--grammar", f.grammar, "the output follows this GBNF grammar (llama.cpp's notation)"),
+      app.add_option("--grammar-file", f.grammar_file, "the same, the grammar read from a file")->check(CLI::ExistingFile)};
+  for (CLI::Option* a : formats)
+    for (CLI::Option* b : formats)
+      if (a != b) a->excludes(b);
 }
+
+namespace {
+std::string read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw Error(std::string("cannot read the ") + what + " file " + path);
+  return text.str();
+}
+}  // namespace
 
 std::shared_ptr<const Grammar> output_grammar(const OutputFormat& f) {
   if (f.json) return std::make_shared<const Grammar>(json_grammar(true));
-  std::string schema = f.schema;
-  if (!f.schema_file.empty()) {
-    std::ifstream in(f.schema_file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw Error("cannot read the JSON schema file " + f.schema_file);
-    schema = text.str();
-  }
+  if (!f.grammar.empty() || !f.grammar_file.empty())
+    return std::make_shared<const Grammar>(gbnf_grammar(f.grammar_file.empty() ? f.grammar : read_text_file(f.grammar_file, "grammar")));
+  const std::string schema = f.schema_file.empty() ? f.schema : read_text_file(f.schema_file, "JSON schema");
   if (schema.empty()) return nullptr;
   return std::make_shared<const Grammar>(json_schema_grammar(schema));
 }

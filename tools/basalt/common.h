@@ -47,10 +47,11 @@ SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p);
 SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given, const Model& m);
 
 // --json, --json-schema, --json-schema-file: the output held to JSON
-// (core/grammar/json_schema.h).
+// (core/grammar/json_schema.h); --grammar, --grammar-file: to a GBNF grammar
+// (core/grammar/gbnf.h).
 struct OutputFormat {
   bool json = false;
-  std::string schema, schema_file;
+  std::string schema, schema_file, grammar, grammar_file;
 };
 void add_output_format_options(CLI::App& app, OutputFormat& f);
 std::shared_ptr<const Grammar> output_grammar(const OutputFormat& f);  // nullptr: free text; Error on a bad schema

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "core/grammar/gbnf.h"
 #include "core/grammar/json_schema.h"
 
 namespace basalt::serve {
@@ -196,6 +197,15 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     r.options.stop_at_end_of_generation = !v->get<bool>();
   }
   if (const json* v = field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
+  if (const json* v = field(j, "grammar")) {  // llama-server's: GBNF text
+    if (!v->is_string()) throw bad("grammar must be a string (GBNF)", "grammar");
+    if (r.options.grammar) throw bad("grammar and a JSON response_format cannot be given together", "grammar");
+    try {
+      r.options.grammar = std::make_shared<const Grammar>(gbnf_grammar(v->get<std::string>()));
+    } catch (const Error& e) {
+      throw bad(e.what(), "grammar");
+    }
+  }
   // logprobs: chat's a boolean with top_logprobs beside it; the completions API's the number of alternatives.
   constexpr int64_t kMaxTop = GenerateOptions::kMaxTopLogprobs;
   if (chat) {
