@@ -84,7 +84,7 @@ class GrammarMatcher {
   // and on the positions of all readings together (readings x their depth):
   // what one byte costs, whatever the grammar (a grammar that nests a rule
   // in itself at every byte grows both).
-  static constexpr size_t kMaxPositions = size_t{1} << 17;
+  static constexpr size_t kMaxPositions = size_t{1} << 15;
 
   explicit GrammarMatcher(const Grammar& g);  // before any text; the grammar must outlive it
 
