@@ -528,6 +528,9 @@ void Server::warm_up() {
   r.prompt.resize(std::min<size_t>(prompt.size(), 8));
   scheduler_->submit(r);
   scheduler_->run_until_idle();
+  // The vocabulary in byte order, which the first request with a grammar
+  // would otherwise sort on the engine's thread (Gemma 3's 262k tokens).
+  (void)model_.tokenizer().sorted_pieces();
 }
 
 void Server::serve() {
