@@ -12,9 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basalt;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
-  // At most 256 bytes of text: an ambiguous grammar costs each byte up to
+  // At most 64 bytes of text: an ambiguous grammar costs each byte up to
   // GrammarMatcher::kMaxStacks readings (generated text is bounded by max_tokens).
-  const std::string_view text = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, 256);
+  const std::string_view text = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, 64);
   try {
     const Grammar g = gbnf_grammar(input.substr(0, nul));
     GrammarMatcher m(g);

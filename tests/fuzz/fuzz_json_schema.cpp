@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
   const std::string_view schema = input.substr(0, nul);
-  const std::string_view text = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, 256);  // as fuzz_gbnf
+  const std::string_view text = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, 64);  // as fuzz_gbnf
   try {
     const Grammar g = json_schema_grammar(schema);
     GrammarMatcher m(g);
