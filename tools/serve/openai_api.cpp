@@ -228,6 +228,13 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   if (const json* v = field(j, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
     throw bad("echo (the prompt's text and log-probabilities in the reply) is not supported", "echo");
   if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
+  // Function calling: a model that is offered tools and cannot call them
+  // answers as if it had none, which an agent cannot tell from a choice.
+  const json* choice = field(j, "tool_choice");
+  const bool no_tools_wanted = choice && *choice == "none";
+  for (const char* name : {"tools", "functions"})
+    if (const json* v = field(j, name); v && !(v->is_array() && v->empty()) && !no_tools_wanted)
+      throw bad(std::string(name) + " (function calling) is not supported yet; send none, or tool_choice \"none\"", name);
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
