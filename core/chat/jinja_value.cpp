@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/util/utf8.h"
+
 namespace basalt::jinja {
 
 const Value* DictData::find(const Value& key) const {
@@ -535,23 +537,8 @@ std::u32string utf8_decode(const std::string& s) {
 }
 
 void utf8_append(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xc0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else if (c >= 0xdc80 && c <= 0xdcff) {
-    out += static_cast<char>(c - 0xdc00);  // an undecodable byte, restored
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xe0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  }
+  if (c >= 0xdc80 && c <= 0xdcff) out += static_cast<char>(c - 0xdc00);  // an undecodable byte, restored
+  else basalt::utf8_append(out, static_cast<uint32_t>(c));
 }
 
 std::string utf8_encode(const std::u32string& s) {
