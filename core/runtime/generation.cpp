@@ -83,33 +83,34 @@ int32_t Generation::pick(const float* logits) {
       return -1;
     }
   }
-  if (opt_.logprobs >= 0 && id >= 0) note_logprob(logits, id);
+  if (opt_.logprobs >= 0 && id >= 0) pending_logprob_ = token_logprob(logits, n_vocab_, id, opt_.logprobs);
   return id;
 }
 
-void Generation::note_logprob(const float* logits, int32_t id) {
+TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t id, int32_t top) {
   float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n_vocab_; ++i) mx = std::max(mx, logits[i]);
+  for (int64_t i = 0; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
   double sum = 0;
-  for (int64_t i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
   const double log_total = mx + std::log(sum);
   auto logprob = [&](int64_t i) { return static_cast<float>(logits[i] - log_total); };
-  pending_logprob_.id = id;
-  pending_logprob_.logprob = logprob(id);
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = logprob(id);
   // The k best, the larger logit first and the lower id on ties: a heap of k with the worst in front.
-  const size_t k = static_cast<size_t>(std::min<int64_t>(std::min(opt_.logprobs, GenerateOptions::kMaxTopLogprobs), n_vocab_));
+  const size_t k = static_cast<size_t>(std::min<int64_t>(std::min(top, GenerateOptions::kMaxTopLogprobs), n_vocab));
   auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   std::vector<int32_t> best;
   best.reserve(k + 1);
-  for (int64_t i = 0; i < n_vocab_ && k > 0; ++i) {
+  for (int64_t i = 0; i < n_vocab && k > 0; ++i) {
     if (best.size() == k && !better(static_cast<int32_t>(i), best.front())) continue;
     best.push_back(static_cast<int32_t>(i));
     std::push_heap(best.begin(), best.end(), better);
     if (best.size() > k) std::pop_heap(best.begin(), best.end(), better), best.pop_back();
   }
   std::sort(best.begin(), best.end(), better);
-  pending_logprob_.top.clear();
-  for (int32_t t : best) pending_logprob_.top.emplace_back(t, logprob(t));
+  for (int32_t b : best) t.top.emplace_back(b, logprob(b));
+  return t;
 }
 
 int32_t Generation::pick_in_grammar(const float* logits) {

@@ -30,6 +30,8 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;
 };
 using LogprobSink = std::function<void(const TokenLogprob&)>;
+// id's TokenLogprob under these logits, with the top (<= kMaxTopLogprobs) likeliest beside it.
+TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t id, int32_t top);
 
 struct GenerateOptions {
   int32_t max_tokens = 256;         // < 0: until the context is full
@@ -88,7 +90,6 @@ class Generation {
 
  private:
   int32_t pick_in_grammar(const float* logits);
-  void note_logprob(const float* logits, int32_t id);  // pending_logprob_ for the token picked
   bool length_reached() const { return opt_.max_tokens >= 0 && stats_.n_generated >= opt_.max_tokens; }
   void finish(const char* reason);
   void emit(const std::string& s);

@@ -39,9 +39,14 @@ struct Scheduler::Sequence {
   std::vector<int32_t> context;
   int64_t computed = 0;     // of context, in the cache
   int32_t next_token = -1;  // sampled, to run at the next step; -1 until the prompt's end
+  int64_t prompt_scored = 1;  // with request.prompt_logprobs: prompt positions whose logprob went out (the first has none)
   PrefixCache::Cursor cursor;
   std::chrono::steady_clock::time_point admitted, first_token;
 };
+
+namespace {
+constexpr int64_t kScoredRows = 64;  // 64 x 262k vocabulary x 4 bytes: 64 MiB of logits for Gemma 3
+}  // namespace
 
 size_t Scheduler::kv_bytes(const ModelSpec& spec, const SchedulerOptions& opt) {
   return KvCache::bytes(spec, std::max<int64_t>(1, opt.slot_ctx), std::max(1, opt.max_running), pool_blocks(opt), opt.kv_type,
@@ -143,7 +148,7 @@ bool Scheduler::fits(int64_t n_context) const {
 void Scheduler::start(Sequence& s) {
   s.slot = free_slots_.back();
   free_slots_.pop_back();
-  if (!prefix_) return;
+  if (!prefix_ || s.request.prompt_logprobs >= 0) return;  // a scored prompt is computed whole
   // A prompt not yet begun computes at least its last token (its logits give the first output token).
   const int64_t n = static_cast<int64_t>(s.context.size()), cacheable = s.next_token >= 0 ? n : n - 1;
   s.cursor = prefix_->attach(s.slot, s.context.data(), n, cacheable / B);
@@ -290,7 +295,10 @@ bool Scheduler::step() {
   for (Sequence* s : order) {
     const int64_t left = static_cast<int64_t>(s->context.size()) - s->computed;
     if (!alive(s) || left == 0 || budget <= 0) continue;
-    const int64_t want = reserve(*s, s->computed + std::min(budget, left), s->order) - s->computed;  // as much as it can get
+    // A scored prompt takes at most kScoredRows a step: each row's logits (the
+    // vocabulary's width) are written, where a prompt chunk writes one row.
+    const int64_t cap = s->request.prompt_logprobs >= 0 ? kScoredRows : budget;
+    const int64_t want = reserve(*s, s->computed + std::min({budget, left, cap}), s->order) - s->computed;  // as much as it can get
     if (want <= 0) continue;
     chunks.emplace_back(s, want);
     budget -= want;
@@ -298,22 +306,36 @@ bool Scheduler::step() {
 
   // The batch: every decoding request's next token, then the prompt chunks.
   batch_.clear();
-  std::vector<Sequence*> outputs;  // in the order of the logits rows
+  std::vector<Sequence*> outputs;  // the requests that sample, in the order of their logits rows
+  std::vector<int64_t> output_rows;
+  struct Scored {  // a prompt position whose next token's logprob goes out
+    Sequence* s;
+    int64_t pos, row;
+  };
+  std::vector<Scored> scored;
+  int64_t rows = 0;
   for (auto& s : running_) {
     if (!decoding(*s)) continue;
     batch_.add(s->next_token, static_cast<int32_t>(s->computed), s->slot, true);
     s->context.push_back(s->next_token);
     ++s->computed;
     outputs.push_back(s.get());
+    output_rows.push_back(rows++);
   }
   for (auto& [s, take] : chunks) {
     if (!alive(s)) continue;  // a younger request's chunk, preempted for an older one's
     const int64_t end = s->computed + take, n = static_cast<int64_t>(s->context.size());
+    const int64_t n_prompt = static_cast<int64_t>(s->request.prompt.size());
     const bool fresh_prompt_end = end == n && s->next_token < 0;
-    for (int64_t j = s->computed; j < end; ++j)
-      batch_.add(s->context[static_cast<size_t>(j)], static_cast<int32_t>(j), s->slot, fresh_prompt_end && j + 1 == n);
+    for (int64_t j = s->computed; j < end; ++j) {
+      const bool samples = fresh_prompt_end && j + 1 == n;
+      const bool scores = s->request.prompt_logprobs >= 0 && j + 1 < n_prompt && j + 1 >= s->prompt_scored;
+      batch_.add(s->context[static_cast<size_t>(j)], static_cast<int32_t>(j), s->slot, samples || scores);
+      if (scores) scored.push_back({s, j, rows});
+      if (samples) outputs.push_back(s), output_rows.push_back(rows);
+      if (samples || scores) ++rows;
+    }
     s->computed = end;
-    if (fresh_prompt_end) outputs.push_back(s);
   }
   last_batch_tokens_ = batch_.size();
   if (batch_.size() == 0) {
@@ -333,8 +355,27 @@ bool Scheduler::step() {
   // tokens are then taken in order on this one, which sends their text.
   picks_.resize(outputs.size());
   parallel_for(static_cast<int64_t>(outputs.size()), 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) picks_[static_cast<size_t>(i)] = outputs[static_cast<size_t>(i)]->gen->pick(logits + i * n_vocab);
+    for (int64_t i = i0; i < i1; ++i)
+      picks_[static_cast<size_t>(i)] = outputs[static_cast<size_t>(i)]->gen->pick(logits + output_rows[static_cast<size_t>(i)] * n_vocab);
   });
+  // Scored prompt positions: the logprob of each one's next prompt token (a
+  // log-softmax over the vocabulary each: on the engine's threads), then
+  // handed over in order on this one.
+  if (!scored.empty()) {
+    std::vector<TokenLogprob> lp(scored.size());
+    parallel_for(static_cast<int64_t>(scored.size()), 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const Scored& sc = scored[static_cast<size_t>(i)];
+        lp[static_cast<size_t>(i)] = token_logprob(logits + sc.row * n_vocab, n_vocab, sc.s->context[static_cast<size_t>(sc.pos + 1)],
+                                                   sc.s->request.prompt_logprobs);
+      }
+    });
+    for (size_t i = 0; i < scored.size(); ++i) {
+      Sequence& s = *scored[i].s;
+      if (s.request.on_prompt_logprob) s.request.on_prompt_logprob(lp[i]);
+      s.prompt_scored = scored[i].pos + 2;
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i)
     outputs[i]->next_token = outputs[i]->gen->accept(picks_[i], opt_.slot_ctx - outputs[i]->computed);
   if (prefix_)

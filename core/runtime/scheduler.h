@@ -59,6 +59,12 @@ struct ScheduledRequest {
   std::function<void()> on_start;                        // once, when it first joins the running batch
   std::function<void(const GenerationStats&)> on_done;  // once, when the request ends
   LogprobSink on_logprob;                                // each generated token's, before its text (options.logprobs >= 0)
+  // >= 0: each prompt token after the first gets its TokenLogprob given the
+  // ones before it (with this many alternatives), in order, to
+  // on_prompt_logprob (the completions API's echo). Such a request computes
+  // its whole prompt (no prefix cache).
+  int32_t prompt_logprobs = -1;
+  LogprobSink on_prompt_logprob;
 };
 
 // What /metrics shows of the scheduler, as of its last step.

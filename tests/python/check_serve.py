@@ -233,8 +233,29 @@ def test_logprobs(srv):
     check(len(lp.tokens) == c.usage.completion_tokens and "".join(lp.tokens) == c.choices[0].text and
           lp.text_offset == offsets and all(len(d) == 2 and max(d.values()) == p for d, p in zip(lp.top_logprobs, lp.token_logprobs)),
           f"completions logprobs: tokens, token_logprobs, top_logprobs, text_offset ({lp.tokens})")
-    s, _, body = srv.request("POST", "/v1/completions", {"prompt": "x", "echo": True})
-    check(s == 400 and json.loads(body)["error"]["param"] == "echo", "echo: refused, not ignored (400)")
+    # echo: the prompt's logprobs, as lm-evaluation-harness scores answers:
+    # the logprobs of tokens generated greedily must come back, position for
+    # position, when the prompt and those tokens are sent back to be scored.
+    prompt = "The capital of France is"
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 6, "temperature": 0, "logprobs": 1})
+    gen = json.loads(body)["choices"][0]
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": prompt + gen["text"], "max_tokens": 0, "echo": True,
+                                                         "logprobs": 1})
+    echoed = json.loads(body)
+    elp = echoed["choices"][0]["logprobs"]
+    n = len(gen["logprobs"]["tokens"])
+    check(s == 200 and echoed["choices"][0]["text"] == prompt + gen["text"] and
+          len(elp["tokens"]) == echoed["usage"]["prompt_tokens"] and elp["token_logprobs"][0] is None and
+          echoed["usage"]["completion_tokens"] == 0 and echoed["choices"][0]["finish_reason"] == "length",
+          f"echo: the prompt's text, a token and a logprob each ({len(elp['tokens'])} tokens), nothing generated")
+    check(elp["tokens"][-n:] == gen["logprobs"]["tokens"] and
+          all(abs(a - b) < 2e-3 for a, b in zip(elp["token_logprobs"][-n:], gen["logprobs"]["token_logprobs"])),
+          f"echo: the generated tokens scored again have their logprobs ({elp['token_logprobs'][-n:]} against "
+          f"{gen['logprobs']['token_logprobs']})")
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 0, "echo": True, "logprobs": 0})
+    check(s == 200 and len(json.loads(body)["choices"][0]["logprobs"]["tokens"]) == 3, "echo: a prompt of token ids")
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": [10 ** 9], "max_tokens": 1})
+    check(s == 400 and json.loads(body)["error"]["param"] == "prompt", "a token id past the vocabulary: 400")
 
 
 def test_bad_requests(srv):
@@ -520,13 +541,13 @@ def main():
         s, _, body = srv.request("GET", "/ready")
         check(s == 200 and json.loads(body)["status"] == "ready", "/ready after warm-up")
         test_openai_client(srv)
-        test_structured_output(srv)
-        test_logprobs(srv)
         ttft = srv.metric("basalt_time_to_first_token_seconds_count")
         check(ttft is not None and ttft >= 4, f"/metrics: time-to-first-token histogram ({ttft})")
         check((srv.metric("basalt_resident_memory_bytes") or 0) > 1e6, "/metrics: resident memory")
         run, free = srv.metric("basalt_kv_blocks_largest_free_run"), srv.metric("basalt_kv_blocks_free")
         check(run is not None and 1 <= run <= free, f"/metrics: the largest free run of KV blocks ({run} of {free} free)")
+        test_structured_output(srv)
+        test_logprobs(srv)
         test_bad_requests(srv)
         test_queue_full(srv)
         test_disconnect(srv)

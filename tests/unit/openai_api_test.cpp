@@ -84,8 +84,19 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", true, 400, "top_logprobs"},
       {R"({"prompt": "x", "logprobs": true})", false, 400, "logprobs"},
       {R"({"prompt": "x", "logprobs": 21})", false, 400, "logprobs"},
-      {R"({"prompt": "x", "echo": true})", false, 400, "echo"},
+      {R"({"prompt": "x", "echo": true})", false, 200, ""},
       {R"({"prompt": "x", "echo": false})", false, 200, ""},
+      {R"({"prompt": "x", "echo": "yes"})", false, 400, "echo"},
+      {R"({"prompt": "x", "echo": true, "stream": true})", false, 400, "echo"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", true, 400, "echo"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 0, "echo": true, "logprobs": 1})", false, 200, ""},
+      {R"({"prompt": [1, 2, 3]})", false, 200, ""},
+      {R"({"prompt": [[1, 2, 3]]})", false, 200, ""},
+      {R"({"prompt": [1, -2]})", false, 400, "prompt"},
+      {R"({"prompt": [1, 2.5]})", false, 400, "prompt"},
+      {R"({"prompt": []})", false, 400, "prompt"},
+      {R"({"prompt": ["a", "b"]})", false, 400, "prompt"},
       {R"({"prompt": "x", "best_of": 2})", false, 400, "best_of"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})", true, 400,
        "tools"},
@@ -149,6 +160,16 @@ TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
   ASSERT_NE(gbnf, nullptr);
   EXPECT_TRUE(matches(gbnf, "no!"));
   EXPECT_FALSE(matches(gbnf, "maybe!"));
+}
+
+TEST(OpenAiApi, TokenIdPromptsAndEcho) {
+  const CompletionRequest ids = parse(R"({"prompt": [[5, 0, 7]], "echo": true, "logprobs": 2, "max_tokens": 0})");
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{5, 0, 7}));
+  EXPECT_TRUE(ids.prompt.empty());
+  EXPECT_TRUE(ids.echo);
+  EXPECT_EQ(ids.options.logprobs, 2);
+  EXPECT_EQ(ids.options.max_tokens, 0);
+  EXPECT_FALSE(parse(R"({"prompt": "x"})").echo);
 }
 
 TEST(OpenAiApi, LogprobsBecomeOptions) {

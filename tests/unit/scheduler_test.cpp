@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "core/runtime/executor.h"
 #include "core/runtime/session.h"
 #include "tests/unit/test_paths.h"
 #if defined(BASALT_VULKAN)
@@ -338,6 +339,57 @@ TEST_F(SchedulerTest, SharedPrefixIsCopiedWhenThePoolIsFullOfCachedBlocks) {
   const Outcome a = one(longer);
   EXPECT_EQ(sched.stats().prefix_hit_tokens - hit_before, 200);  // three blocks and a copy of the fourth
   EXPECT_EQ(a.stats.n_prefilled, 10);
+  expect_blocks_returned(sched);
+}
+
+// A scored prompt (the completions API's echo) gets the logprob of each of
+// its tokens after the first, equal to the log-softmax of logits computed
+// for the whole prompt at once; over several steps (64 rows a step at most)
+// and beside another request, whose text is the same as alone.
+TEST_F(SchedulerTest, PromptLogprobsAreThoseOfTheWholePromptsLogits) {
+  std::mt19937 rng(8);
+  const int32_t vocab = static_cast<int32_t>(model_->tokenizer().n_vocab());
+  const std::vector<int32_t> prompt = random_prompt(rng, 150, vocab), other = random_prompt(rng, 40, vocab);
+  // The reference: every position's logits in one pass.
+  std::vector<float> all;
+  {
+    KvCache kv(model_->spec(), 256, 1);
+    Executor ex(*model_, kv, 256);
+    Batch b;
+    for (size_t j = 0; j < prompt.size(); ++j) b.add(prompt[j], static_cast<int32_t>(j), 0, true);
+    const float* l = ex.run(b);
+    all.assign(l, l + prompt.size() * model_->spec().n_vocab);
+  }
+  const GenerateOptions opt = greedy(6);
+  const std::string other_alone = [&] {
+    Scheduler sched(*model_, options(2, 512));
+    return run_all(sched, {other}, opt)[0].text;
+  }();
+  Scheduler sched(*model_, options(2, 512, 100));
+  std::vector<TokenLogprob> got;
+  std::string other_text;
+  ScheduledRequest r;
+  r.prompt = prompt;
+  r.options = opt;
+  r.prompt_logprobs = 3;
+  r.on_prompt_logprob = [&](const TokenLogprob& t) { got.push_back(t); };
+  sched.submit(std::move(r));
+  ScheduledRequest o;
+  o.prompt = other;
+  o.options = opt;
+  o.on_text = [&](std::string_view t) { return other_text += t, true; };
+  sched.submit(std::move(o));
+  sched.run_until_idle();
+  ASSERT_EQ(got.size(), prompt.size() - 1);
+  const int64_t V = model_->spec().n_vocab;
+  for (size_t j = 0; j + 1 < prompt.size(); ++j) {
+    const TokenLogprob want = token_logprob(all.data() + j * V, V, prompt[j + 1], 3);
+    EXPECT_EQ(got[j].id, prompt[j + 1]) << j;
+    EXPECT_NEAR(got[j].logprob, want.logprob, 2e-3) << "position " << j;
+    ASSERT_EQ(got[j].top.size(), 3u);
+    EXPECT_EQ(got[j].top[0].first, want.top[0].first) << "position " << j;
+  }
+  EXPECT_EQ(other_text, other_alone);
   expect_blocks_returned(sched);
 }
 

@@ -137,19 +137,34 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   } else {
     const json* p = field(j, "prompt");
     if (!p) throw bad("prompt is required", "prompt");
-    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
-    if (!p->is_string()) throw bad("prompt must be a string (or an array of one string)", "prompt");
-    r.prompt = p->get<std::string>();
-    if (r.prompt.empty()) throw bad("prompt is empty", "prompt");
-    prompt_bytes = r.prompt.size();
+    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+    if (p->is_array()) {  // token ids, as OpenAI's API allows (lm-evaluation-harness sends them)
+      for (const json& id : *p) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+          throw bad("prompt: an array must hold token ids (non-negative integers)", "prompt");
+        r.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      }
+      if (r.prompt_ids.empty()) throw bad("prompt is empty", "prompt");
+      prompt_bytes = r.prompt_ids.size() * sizeof(int32_t);
+    } else {
+      if (!p->is_string()) throw bad("prompt must be a string, an array of token ids, or an array of one of them", "prompt");
+      r.prompt = p->get<std::string>();
+      if (r.prompt.empty()) throw bad("prompt is empty", "prompt");
+      prompt_bytes = r.prompt.size();
+    }
   }
   if (prompt_bytes > limits.max_prompt_bytes)
     throw bad("the prompt is " + std::to_string(prompt_bytes) + " bytes, more than the limit of " +
                   std::to_string(limits.max_prompt_bytes),
               chat ? "messages" : "prompt");
 
-  for (const char* name : {"max_tokens", "max_completion_tokens"})
-    if (const json* v = field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, 1, limits.max_tokens));
+  if (const json* v = field(j, "echo")) {  // the prompt's text (and log-probabilities) before the completion's
+    if (!v->is_boolean()) throw bad("echo must be true or false", "echo");
+    r.echo = v->get<bool>();
+    if (r.echo && chat) throw bad("echo is for /v1/completions", "echo");
+  }
+  for (const char* name : {"max_tokens", "max_completion_tokens"})  // 0 with echo: only score the prompt
+    if (const json* v = field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, r.echo ? 0 : 1, limits.max_tokens));
   if (const json* v = field(j, "n"); v && integer(*v, "n", 1, 1) != 1) throw bad("only n = 1 is supported", "n");
 
   SamplingParams& s = r.options.sampling;
@@ -225,8 +240,6 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     r.options.logprobs = static_cast<int32_t>(integer(*v, "logprobs", 0, kMaxTop));
   }
   // Asked for and not done: refused, not ignored.
-  if (const json* v = field(j, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
-    throw bad("echo (the prompt's text and log-probabilities in the reply) is not supported", "echo");
   if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
   // Function calling: a model that is offered tools and cannot call them
   // answers as if it had none, which an agent cannot tell from a choice.
@@ -238,6 +251,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
+    if (r.stream && r.echo) throw bad("echo is not supported with stream", "echo");
   }
   if (const json* v = field(j, "stream_options")) {
     if (!v->is_object()) throw bad("stream_options must be an object", "stream_options");
@@ -293,6 +307,21 @@ json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& 
     *text_offset += piece.size();
   }
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
+                        const std::vector<TokenLogprob>& generated, const Tokenizer& tok) {
+  CompletionRequest completions;  // the completions API's shape
+  size_t offset = 0;
+  json first = logprobs_json(completions, {TokenLogprob{prompt.empty() ? 0 : prompt[0], 0, {}}}, tok, &offset);
+  json j = {{"tokens", first["tokens"]}, {"token_logprobs", json::array({nullptr})}, {"top_logprobs", json::array({nullptr})},
+            {"text_offset", first["text_offset"]}};
+  for (const auto* part : {&scored, &generated}) {
+    const json more = logprobs_json(completions, *part, tok, &offset);
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+      for (const json& x : more[key]) j[key].push_back(x);
+  }
+  return j;
 }
 
 json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,

@@ -39,6 +39,8 @@ struct CompletionRequest {
   bool chat = false;
   std::string model;                   // as the client named it ("" when absent)
   std::string prompt;                  // /v1/completions
+  std::vector<int32_t> prompt_ids;     // /v1/completions given token ids (then prompt is "")
+  bool echo = false;                   // the prompt before the completion (with logprobs: the prompt's too)
   std::vector<ChatMessage> messages;   // /v1/chat/completions
   GenerateOptions options;
   bool stream = false;
@@ -62,6 +64,11 @@ nlohmann::json usage_json(const GenerationStats& st);
 // (text_offset counts bytes from the first token's; it carries across a stream's chunks).
 nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, const Tokenizer& tok,
                              size_t* text_offset);
+// The completions API's logprobs of an echoed prompt and its completion:
+// the prompt's first token has no logprob (null), each later one the one
+// given those before it (scored), then the generated tokens'.
+nlohmann::json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
+                                  const std::vector<TokenLogprob>& generated, const Tokenizer& tok);
 // The whole response of a request that did not stream.
 nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const GenerationStats& st,

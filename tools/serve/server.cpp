@@ -69,6 +69,7 @@ struct Server::Channel {
   std::condition_variable cv;
   std::deque<std::string> pieces;
   std::vector<TokenLogprob> logprobs;  // every generated token's, when asked for
+  std::vector<TokenLogprob> prompt_logprobs;  // an echoed prompt's, its tokens after the first
   bool started = false;  // joined the running batch
   bool done = false;
   GenerationStats stats;
@@ -213,7 +214,17 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   std::vector<int32_t> tokens;
   try {
     r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits);
-    tokens = chat ? prompter_->tokens_for(r.messages) : model_.tokenizer().encode(r.prompt, true, true);
+    if (!r.prompt_ids.empty()) {
+      tokens = r.prompt_ids;
+      for (int32_t id : tokens)
+        if (id >= model_.tokenizer().n_vocab())
+          throw ApiError(400, "invalid_request_error",
+                         "prompt: token id " + std::to_string(id) + " is outside the vocabulary (" +
+                             std::to_string(model_.tokenizer().n_vocab()) + " tokens)",
+                         "prompt");
+    } else {
+      tokens = chat ? prompter_->tokens_for(r.messages) : model_.tokenizer().encode(r.prompt, true, true);
+    }
   } catch (const ApiError& e) {
     return send_error(res, e);
   } catch (const Error& e) {  // the chat template or the tokenizer refused the input
@@ -249,7 +260,15 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
 
   auto ch = std::make_shared<Channel>();
   ScheduledRequest sr;
+  const std::vector<int32_t> prompt_tokens = r.echo ? tokens : std::vector<int32_t>();
   sr.prompt = std::move(tokens);
+  if (r.echo && r.options.logprobs >= 0) {
+    sr.prompt_logprobs = r.options.logprobs;
+    sr.on_prompt_logprob = [ch](const TokenLogprob& t) {
+      std::lock_guard<std::mutex> lock(ch->m);
+      ch->prompt_logprobs.push_back(t);
+    };
+  }
   sr.options = r.options;
   sr.on_text = [this, ch](std::string_view t) {
     if (ch->closed) return false;
@@ -340,9 +359,12 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       return send_error(res, ApiError(504, "timeout", "the request took longer than " + std::to_string(opt_.request_timeout_s) + " s"));
     }
     std::string text;
+    if (r.echo) text = r.prompt_ids.empty() ? r.prompt : model_.tokenizer().decode(prompt_tokens);
     for (const std::string& p : ch->pieces) text += p;
     size_t offset = 0;
-    const json logprobs = r.options.logprobs >= 0 ? logprobs_json(r, ch->logprobs, model_.tokenizer(), &offset) : json(nullptr);
+    const json logprobs = r.options.logprobs < 0 ? json(nullptr)
+                          : r.echo ? echo_logprobs_json(prompt_tokens, ch->prompt_logprobs, ch->logprobs, model_.tokenizer())
+                                   : logprobs_json(r, ch->logprobs, model_.tokenizer(), &offset);
     res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats, logprobs)), "application/json");
     return;
   }
