@@ -64,9 +64,10 @@ const std::vector<uint8_t>& TokenConstraint::allowed() const {
 }
 
 void TokenConstraint::accept(int32_t id) {
-  if (!allows(id)) throw Error("token " + std::to_string(id) + " does not fit the output's grammar");
-  const std::string_view piece = pieces_.piece(id);
-  if (!piece.empty()) matcher_.accept(piece);
+  // One pass of the matcher: accept(piece) takes all of it or leaves it as it was.
+  const std::string_view piece = id >= 0 && id < tok_.n_vocab() ? pieces_.piece(id) : std::string_view();
+  const bool fits = piece.empty() ? allows(id) : matcher_.accept(piece);
+  if (!fits) throw Error("token " + std::to_string(id) + " does not fit the output's grammar");
 }
 
 }  // namespace basalt

@@ -275,6 +275,28 @@ json usage_json(const GenerationStats& st) {
           {"prompt_tokens_details", {{"cached_tokens", std::max<int64_t>(0, st.n_prompt - st.n_prefilled)}}}};
 }
 
+namespace {
+
+// The completions API's logprobs: four arrays, a token's entry in each.
+json completion_logprobs() {
+  return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+}
+
+// Token id's entries; without its TokenLogprob (a prompt's first token) null logprobs.
+void append_completion_token(json& j, const Tokenizer& tok, int32_t id, const TokenLogprob* t, size_t* text_offset) {
+  const std::string piece = tok.token_to_piece(id);
+  json top = t ? json::object() : json(nullptr);
+  if (t)
+    for (const auto& [alt, lp] : t->top) top.emplace(tok.token_to_piece(alt), lp);  // a piece twice: the likelier stays
+  j["tokens"].push_back(piece);
+  j["token_logprobs"].push_back(t ? json(t->logprob) : json(nullptr));
+  j["top_logprobs"].push_back(top);
+  j["text_offset"].push_back(*text_offset);
+  *text_offset += piece.size();
+}
+
+}  // namespace
+
 json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, const Tokenizer& tok,
                    size_t* text_offset) {
   auto bytes = [](const std::string& piece) {
@@ -295,32 +317,18 @@ json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& 
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
-  json pieces = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
-  for (const TokenLogprob& t : tokens) {
-    const std::string piece = tok.token_to_piece(t.id);
-    pieces.push_back(piece);
-    logprobs.push_back(t.logprob);
-    json top = json::object();
-    for (const auto& [id, lp] : t.top) top.emplace(tok.token_to_piece(id), lp);  // a piece twice: the likelier stays
-    tops.push_back(top);
-    offsets.push_back(*text_offset);
-    *text_offset += piece.size();
-  }
-  return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  json j = completion_logprobs();
+  for (const TokenLogprob& t : tokens) append_completion_token(j, tok, t.id, &t, text_offset);
+  return j;
 }
 
 json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
                         const std::vector<TokenLogprob>& generated, const Tokenizer& tok) {
-  CompletionRequest completions;  // the completions API's shape
+  json j = completion_logprobs();
   size_t offset = 0;
-  json first = logprobs_json(completions, {TokenLogprob{prompt.empty() ? 0 : prompt[0], 0, {}}}, tok, &offset);
-  json j = {{"tokens", first["tokens"]}, {"token_logprobs", json::array({nullptr})}, {"top_logprobs", json::array({nullptr})},
-            {"text_offset", first["text_offset"]}};
-  for (const auto* part : {&scored, &generated}) {
-    const json more = logprobs_json(completions, *part, tok, &offset);
-    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-      for (const json& x : more[key]) j[key].push_back(x);
-  }
+  if (!prompt.empty()) append_completion_token(j, tok, prompt[0], nullptr, &offset);  // nothing before it to score it
+  for (const auto* part : {&scored, &generated})
+    for (const TokenLogprob& t : *part) append_completion_token(j, tok, t.id, &t, &offset);
   return j;
 }
 
