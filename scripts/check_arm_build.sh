@@ -42,20 +42,30 @@ run_arm() { local cpu="$1"; shift; qemu-aarch64 -cpu "$cpu" "$@"; }
 # The kernels of every ARM ISA (the emulated core has them all: a skip fails, tests/unit/isa_testing.h),
 # against the reference. What does not depend on the ISA runs in the native suite: the scalar
 # cases, and the attention driver's rings and single thread (shared with x86; 80 s under qemu).
-BASALT_REQUIRE_ISA=neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 \
-  --gtest_filter='MatmulIsa.*:AttentionIsa.*:RowKernelsIsa.*:RowKernels.*:-*/scalar:AttentionIsa.RingsGiveTheWholeCachesOutput/*:AttentionIsa.OneThreadMatchesReference/*'
+# qemu runs one core's instructions: two processes, the attention reference (half the 130 s) beside the rest.
+kernel_tests() {
+  BASALT_REQUIRE_ISA=neon,dotprod run_arm max "$OUT/bin/basalt_kernel_tests" --gtest_brief=1 --gtest_filter="$1" \
+    > "$OUT/kernel-tests-$2.log" 2>&1 || { cat "$OUT/kernel-tests-$2.log"; echo "check_arm_build: kernel tests ($2) failed" >&2; return 1; }
+}
+kernel_tests 'AttentionIsa.MatchesReference/*:-*/scalar' attention & attention=$!
+kernel_tests 'MatmulIsa.*:AttentionIsa.*:RowKernelsIsa.*:RowKernels.*:-*/scalar:AttentionIsa.MatchesReference/*:AttentionIsa.RingsGiveTheWholeCachesOutput/*:AttentionIsa.OneThreadMatchesReference/*' rest
+wait "$attention"
+cat "$OUT"/kernel-tests-*.log
 # Whole synthetic models against the numpy reference (tests/python/check_forward.py, as the native
 # suite's forward.* cases): every weight format, MoE, GQA, RoPE scalings, Gemma 2 and 3, each KV
 # cache type, a window with sinks; the ARM build's logits through qemu on the SDOT core.
 printf '#!/bin/sh\nexec qemu-aarch64 -cpu max "%s" "$@"\n' "$OUT/bin/basalt-dump-logits" > "$OUT/dump-logits-qemu"
 chmod +x "$OUT/dump-logits-qemu"
-for c in llama_f16 llama_bf16 llama_q4_0 llama_q4_1 llama_q8_0 llama_q4_k llama_q5_k llama_q6_k llama_mix_q4_k_m \
-         llama_tied_q4_k llama_moe4_top2_q4_0 qwen2_gqa4_q4_1 llama_hd32_explicit_f32 llama_rope_llama3_f32 \
-         qwen2_rope_yarn4_q8_0 gemma2_q4_k_hd64 gemma3_f32 kv_q8_llama_hd64_f32_runs_of_7 \
-         kv_q4_llama_hd64_f32_runs_of_7 kv_k8v4_llama_hd64_f32_runs_of_7 llama_q8_0_window40_sinks4; do
-  "$ROOT/.venv/bin/python" "$ROOT/tests/python/check_forward.py" --dump-logits "$OUT/dump-logits-qemu" --case "$c" \
-    > "$OUT/forward-$c.log" 2>&1 || { cat "$OUT/forward-$c.log"; echo "check_arm_build: forward case $c failed" >&2; exit 1; }
-done
+forward_case() {
+  "$ROOT/.venv/bin/python" "$ROOT/tests/python/check_forward.py" --dump-logits "$OUT/dump-logits-qemu" --case "$1" \
+    > "$OUT/forward-$1.log" 2>&1 || { cat "$OUT/forward-$1.log"; echo "check_arm_build: forward case $1 failed" >&2; return 1; }
+}
+export -f forward_case; export ROOT OUT
+printf '%s\n' llama_f16 llama_bf16 llama_q4_0 llama_q4_1 llama_q8_0 llama_q4_k llama_q5_k llama_q6_k llama_mix_q4_k_m \
+  llama_tied_q4_k llama_moe4_top2_q4_0 qwen2_gqa4_q4_1 llama_hd32_explicit_f32 llama_rope_llama3_f32 \
+  qwen2_rope_yarn4_q8_0 gemma2_q4_k_hd64 gemma3_f32 kv_q8_llama_hd64_f32_runs_of_7 \
+  kv_q4_llama_hd64_f32_runs_of_7 kv_k8v4_llama_hd64_f32_runs_of_7 llama_q8_0_window40_sinks4 |
+  xargs -P "$(nproc)" -I{} bash -c 'forward_case {}'
 echo "check_arm_build: the forward cases match the numpy reference"
 MODEL="$("$ROOT/.venv/bin/python" "$ROOT/scripts/default_model.py")"
 ARGS=(run -m "$MODEL" -p "The capital of France is" -n 8 --temp 0 -t 2 -c 64)
