@@ -32,8 +32,11 @@ for w in "${which[@]}"; do
     asan)
       ./scripts/fuzz_tree.sh build-fuzz
       cmake --build build-fuzz -j "$jobs" --target basalt_tests
+      # Left out (ASAN_EXCLUDE= keeps them): accuracy checks whose code the
+      # other kernel tests run under ASan too, a minute of the 2 CPUs together.
+      exclude=${ASAN_EXCLUDE-'^(Attention\.(Q4|Q8)CacheStaysCloseToF16|Attention\.ScalarRunsTheReference|AttentionIsa\.OneThreadMatchesReference/.*|Sampler\.WithoutTopKTheHeadSortedHoldsTheCut)$'}
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        ctest --test-dir build-fuzz -L quick --no-tests=error --output-on-failure -j "$jobs" "$@"
+        ctest --test-dir build-fuzz -L quick --no-tests=error --output-on-failure -j "$jobs" ${exclude:+-E "$exclude"} "$@"
       ;;
     tsan)
       cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
