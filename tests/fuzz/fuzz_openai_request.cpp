@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The server's request bodies: /v1/completions and /v1/chat/completions JSON
 // through parse_completion_request's validation (the first byte picks the
-// endpoint), and a valid chat request's messages through a chat template.
+// endpoint), a valid chat request's messages through a chat template, its
+// tools' grammar over the body's text, and the body read as a reply's tool calls.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,7 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       static const ChatTemplate t = ChatTemplate::chatml();
       (void)t.render(r.messages, true);
     }
+    if (r.tools.active()) {
+      GrammarMatcher m(*r.options.grammar);
+      (void)m.accept(body.substr(0, 256));
+    }
   } catch (const Error&) {
   }
+  (void)read_tool_calls(body, "call_");
   return 0;
 }

@@ -14,8 +14,10 @@
 # prompt taken from it, the rings' small pool in /metrics); response_format
 # (json_object, json_schema) through the client, each reply valid under its
 # schema by the jsonschema package, sampled and greedy, streamed and not, and
-# llama-server's GBNF grammar field;
-# logprobs (chat and completions, streamed and not).
+# llama-server's GBNF grammar field; function calling (tools, tool_choice
+# required/named/auto/none, every call's arguments valid under its tool's
+# schema by jsonschema, the stream's tool_calls deltas the same calls, a
+# call's result sent back); logprobs (chat and completions, streamed and not).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -201,6 +203,99 @@ def test_structured_output(srv):
     redraws = srv.metric("basalt_grammar_redraws_total")
     check(redraws is not None and redraws >= 1, f"/metrics: draws made again for the grammar ({redraws})")
     check(srv.healthy(), "json_schema: healthy after")
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city's name", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"], "additionalProperties": False}}}
+TIME_TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "The time now in a time zone",
+    "parameters": {"type": "object", "properties": {"timezone": {"type": "string", "maxLength": 40}}, "required": ["timezone"]}}}
+TOOL_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER_TOOL, TIME_TOOL)}
+
+
+def calls_of(message):
+    """The message's calls as (name, arguments), or a reason they are not valid calls of the tools."""
+    calls = message.tool_calls or []
+    if not calls:
+        return f"no tool calls ({message.content!r})"
+    out = []
+    for c in calls:
+        try:
+            args = json.loads(c.function.arguments)
+            jsonschema.validate(args, TOOL_SCHEMAS[c.function.name])
+        except (ValueError, KeyError, jsonschema.ValidationError) as e:
+            return f"{c.function.name}({c.function.arguments}): {e}"
+        if c.type != "function" or not c.id:
+            return f"a call without its type or id: {c}"
+        out.append((c.function.name, c.function.arguments))
+    return out
+
+
+def test_tool_calls(srv):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    model = client.models.list().data[0].id
+    tools = [WEATHER_TOOL, TIME_TOOL]
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    for temperature, seed in ((0, 0), (1.0, 1), (1.3, 2)):
+        r = client.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice="required",
+                                           max_tokens=200, temperature=temperature, seed=seed)
+        calls = calls_of(r.choices[0].message)
+        check(isinstance(calls, list) and r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None,
+              f"tools, tool_choice required at temperature {temperature}: calls of the tools, arguments valid ({calls})")
+    named = client.chat.completions.create(model=model, messages=msgs, tools=tools, max_tokens=200, temperature=0.8, seed=3,
+                                           tool_choice={"type": "function", "function": {"name": "get_time"}})
+    calls = calls_of(named.choices[0].message)
+    check(isinstance(calls, list) and all(name == "get_time" for name, _ in calls),
+          f"tools, tool_choice naming get_time: only it is called ({calls})")
+    greedy = client.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice="required",
+                                            max_tokens=200, temperature=0)
+    streamed, finish = {}, None
+    for chunk in client.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice="required",
+                                                max_tokens=200, temperature=0, stream=True):
+        if not chunk.choices:
+            continue
+        for d in chunk.choices[0].delta.tool_calls or []:
+            c = streamed.setdefault(d.index, {"id": "", "name": "", "arguments": ""})
+            c["id"] += d.id or ""
+            c["name"] += (d.function.name or "") if d.function else ""
+            c["arguments"] += (d.function.arguments or "") if d.function else ""
+        finish = chunk.choices[0].finish_reason or finish
+    want = [(c.function.name, c.function.arguments) for c in greedy.choices[0].message.tool_calls or []]
+    got = [(streamed[i]["name"], streamed[i]["arguments"]) for i in sorted(streamed)]
+    check(got == want and finish == "tool_calls" and all(c["id"] for c in streamed.values()),
+          f"tools: the stream's tool_calls deltas give the same greedy calls ({got} / {want})")
+    # auto: a call or text, either well formed; then the call and its result go back, and the model answers.
+    auto = client.chat.completions.create(model=model, messages=msgs, tools=tools, max_tokens=100, temperature=0)
+    choice = auto.choices[0]
+    calls = calls_of(choice.message)
+    check(isinstance(calls, list) and choice.finish_reason == "tool_calls" or
+          choice.finish_reason in ("stop", "length") and choice.message.content and not choice.message.tool_calls,
+          f"tools, tool_choice auto: a call or text ({calls if choice.message.tool_calls else choice.message.content!r})")
+    call = greedy.choices[0].message.tool_calls[0] if greedy.choices[0].message.tool_calls else None
+    if call:
+        turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+                {"role": "tool", "tool_call_id": call.id, "content": "18 degrees and sunny"}]
+        answer = client.chat.completions.create(model=model, messages=turn, tools=tools, tool_choice="none", max_tokens=40,
+                                                temperature=0)
+        check(answer.choices[0].message.content and not answer.choices[0].message.tool_calls,
+              f"tools: with the result sent back, tool_choice none answers in text ({answer.choices[0].message.content!r})")
+    bad_tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}}}
+    s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "tools": [bad_tool]})
+    err = json.loads(body).get("error", {})
+    check(s == 400 and err.get("param") == "tools" and "minimum" in err.get("message", ""),
+          f"tools: a schema keyword it cannot enforce is a 400 naming it ({s} {err.get('message')!r})")
+    s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": [*msgs, {"role": "tool", "tool_call_id": "nope",
+                                                                                    "content": "x"}]})
+    err = json.loads(body).get("error", {})
+    check(s == 400 and err.get("param") == "messages[1].tool_call_id",
+          f"tools: a result for no call is a 400 naming it ({s} {err.get('message')!r})")
+    check(srv.healthy(), "tools: healthy after")
 
 
 def test_logprobs(srv):
@@ -547,6 +642,7 @@ def main():
         run, free = srv.metric("basalt_kv_blocks_largest_free_run"), srv.metric("basalt_kv_blocks_free")
         check(run is not None and 1 <= run <= free, f"/metrics: the largest free run of KV blocks ({run} of {free} free)")
         test_structured_output(srv)
+        test_tool_calls(srv)
         test_logprobs(srv)
         test_bad_requests(srv)
         test_queue_full(srv)

@@ -2,6 +2,7 @@
 #include "tools/serve/openai_api.h"
 
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "core/grammar/gbnf.h"
@@ -120,6 +121,8 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     if (!msgs->is_array() || msgs->empty()) throw bad("messages must be a non-empty array", "messages");
     if (msgs->size() > limits.max_messages)
       throw bad("more than " + std::to_string(limits.max_messages) + " messages", "messages");
+    std::map<std::string, std::string> called;  // earlier tool calls' ids -> their functions
+    bool after_result = false;                  // the last message is a tool's result
     for (size_t i = 0; i < msgs->size(); ++i) {
       const json& m = (*msgs)[i];
       const std::string at = "messages[" + std::to_string(i) + "]";
@@ -127,12 +130,42 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       const json* role = field(m, "role");
       if (!role || !role->is_string()) throw bad(at + ".role must be a string", at + ".role");
       const std::string rl = role->get<std::string>();
-      if (rl != "system" && rl != "user" && rl != "assistant" && rl != "developer" && rl != "tool")
-        throw bad(at + ".role '" + rl + "' is not one of system, developer, user, assistant, tool", at + ".role");
+      if (rl != "system" && rl != "user" && rl != "assistant" && rl != "developer" && rl != "tool" && rl != "function")
+        throw bad(at + ".role '" + rl + "' is not one of system, developer, user, assistant, tool, function", at + ".role");
       const json* content = field(m, "content");
       std::string text = content ? content_text(*content, at + ".content") : std::string();
+      std::string as = rl == "developer" ? "system" : rl;  // the role the template sees
+      const json* calls = rl == "assistant" ? field(m, "tool_calls") : nullptr;
+      if (calls && calls->is_array())
+        for (const json& c : *calls)
+          if (const json* id = field(c, "id"); id && id->is_string() && field(c, "function"))
+            if (const json* fn = field(c["function"], "name"); fn && fn->is_string()) called[id->get<std::string>()] = fn->get<std::string>();
+      if (calls) {  // written as the model would have written them (tools/serve/tool_calls.h)
+        const std::string written = tool_calls_text(*calls, at + ".tool_calls");
+        text = text.empty() || written.empty() ? text + written : text + "\n\n" + written;
+      }
+      const bool result = rl == "tool" || rl == "function";
+      if (result) {  // a tool's result, as the user's turn (templates know no other role for it)
+        std::string name;
+        if (rl == "tool") {
+          const json* id = field(m, "tool_call_id");
+          if (!id || !id->is_string()) throw bad(at + ".tool_call_id must be a string", at + ".tool_call_id");
+          auto it = called.find(id->get<std::string>());
+          if (it == called.end())
+            throw bad(at + ".tool_call_id '" + id->get<std::string>() + "' answers no earlier tool call", at + ".tool_call_id");
+          name = it->second;
+        } else if (const json* n = field(m, "name"); n && n->is_string()) {
+          name = n->get<std::string>();
+        }
+        text = tool_result_text(name, text);
+        as = "user";
+      }
       prompt_bytes += text.size();
-      r.messages.push_back({rl == "developer" ? "system" : rl, std::move(text)});
+      if (result && after_result)
+        r.messages.back().content += "\n" + text;  // parallel calls' results: one turn
+      else
+        r.messages.push_back({as, std::move(text)});
+      after_result = result;
     }
   } else {
     const json* p = field(j, "prompt");
@@ -241,13 +274,21 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   }
   // Asked for and not done: refused, not ignored.
   if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
-  // Function calling: a model that is offered tools and cannot call them
-  // answers as if it had none, which an agent cannot tell from a choice.
-  const json* choice = field(j, "tool_choice");
-  const bool no_tools_wanted = choice && *choice == "none";
-  for (const char* name : {"tools", "functions"})
-    if (const json* v = field(j, name); v && !(v->is_array() && v->empty()) && !no_tools_wanted)
-      throw bad(std::string(name) + " (function calling) is not supported yet; send none, or tool_choice \"none\"", name);
+  // Function calling (tools/serve/tool_calls.h). The tools' schemas are read
+  // again with their members' order kept, as response_format's.
+  if (field(j, "tools") || field(j, "functions") || field(j, "tool_choice") || field(j, "function_call")) {
+    if (!chat) throw bad("tools are for /v1/chat/completions", field(j, "tools") ? "tools" : "functions");
+    r.tools = parse_tool_request(nlohmann::ordered_json::parse(body), limits.max_tools);
+  }
+  if (r.tools.active()) {
+    if (r.options.grammar) throw bad("tools cannot be given with response_format or grammar", "tools");
+    r.options.grammar = tools_grammar(r.tools);
+    const std::string offer = tools_prompt(r.tools);
+    if (r.messages.front().role == "system")
+      r.messages.front().content += "\n\n" + offer;
+    else
+      r.messages.insert(r.messages.begin(), {"system", offer});
+  }
   if (const json* v = field(j, "stream")) {
     if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
     r.stream = v->get<bool>();
@@ -266,6 +307,22 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
 const char* finish_reason(const GenerationStats& st) {
   return st.stop_reason == "length" || st.stop_reason == "context full" ? "length" : "stop";
 }
+
+const char* finish_reason(const GenerationStats& st, const std::vector<ToolCall>& calls) {
+  return calls.empty() ? finish_reason(st) : "tool_calls";
+}
+
+namespace {
+json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id}, {"type", "function"}, {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = i;  // a stream's deltas say which call they add to
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
 
 json usage_json(const GenerationStats& st) {
   // cached_tokens: prompt tokens whose keys and values came from the prefix cache (OpenAI's field).
@@ -333,9 +390,12 @@ json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<To
 }
 
 json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                     const std::string& text, const GenerationStats& st, const json& logprobs) {
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(st)}};
-  if (r.chat)
+                     const std::string& text, const GenerationStats& st, const json& logprobs,
+                     const std::vector<ToolCall>& calls) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(st, calls)}};
+  if (r.chat && !calls.empty())
+    choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(calls, false)}};
+  else if (r.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
@@ -363,6 +423,19 @@ json chunk_json(const CompletionRequest& r, const std::string& id, int64_t creat
                 {"created", created},
                 {"model", model},
                 {"choices", json::array({choice})}};
+  if (r.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json tool_calls_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                           const std::vector<ToolCall>& calls, bool first) {
+  json delta = {{"tool_calls", tool_calls_json(calls, true)}};
+  if (first) delta["role"] = "assistant";
+  json chunk = {{"id", id},
+                {"object", "chat.completion.chunk"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}})}};
   if (r.include_usage) chunk["usage"] = nullptr;
   return chunk;
 }

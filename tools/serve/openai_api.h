@@ -14,6 +14,7 @@
 #include "core/chat/chat_template.h"
 #include "core/error.h"
 #include "core/runtime/generation.h"
+#include "tools/serve/tool_calls.h"
 
 namespace basalt::serve {
 
@@ -33,6 +34,7 @@ struct ApiLimits {
   size_t max_stop = 4, max_stop_bytes = 128;
   size_t max_messages = 1024;
   size_t max_logit_bias = 1024;
+  size_t max_tools = 128;  // OpenAI's
 };
 
 struct CompletionRequest {
@@ -41,7 +43,8 @@ struct CompletionRequest {
   std::string prompt;                  // /v1/completions
   std::vector<int32_t> prompt_ids;     // /v1/completions given token ids (then prompt is "")
   bool echo = false;                   // the prompt before the completion (with logprobs: the prompt's too)
-  std::vector<ChatMessage> messages;   // /v1/chat/completions
+  std::vector<ChatMessage> messages;   // /v1/chat/completions (earlier tool calls and results written as text)
+  ToolRequest tools;                   // function calling (chat)
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
@@ -56,6 +59,8 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
 
 // "stop" (end of generation or a stop string) or "length" (max tokens, full context).
 const char* finish_reason(const GenerationStats& st);
+// The same, "tool_calls" where the reply called tools.
+const char* finish_reason(const GenerationStats& st, const std::vector<ToolCall>& calls);
 
 nlohmann::json usage_json(const GenerationStats& st);
 // A choice's logprobs for these generated tokens, in the endpoint's shape:
@@ -69,13 +74,17 @@ nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<Token
 // given those before it (scored), then the generated tokens'.
 nlohmann::json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
                                   const std::vector<TokenLogprob>& generated, const Tokenizer& tok);
-// The whole response of a request that did not stream.
+// The whole response of a request that did not stream; with calls, the
+// message's tool_calls and no content.
 nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const GenerationStats& st,
-                               const nlohmann::json& logprobs = nullptr);
+                               const nlohmann::json& logprobs = nullptr, const std::vector<ToolCall>& calls = {});
 // One server-sent event's data: text (may be empty), and the finish reason in the last one.
 nlohmann::json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                           std::string_view text, const char* finish, bool first, const nlohmann::json& logprobs = nullptr);
+// A chat chunk of the reply's tool calls, each whole (the finish reason follows in the next one).
+nlohmann::json tool_calls_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
+                                     const std::string& model, const std::vector<ToolCall>& calls, bool first);
 // The final chunk with usage and no choices (stream_options.include_usage).
 nlohmann::json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                 const std::string& model, const GenerationStats& st);

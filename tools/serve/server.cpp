@@ -61,6 +61,9 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A reply's tool calls are call_<request>_<index>: unique within this server's run.
+std::string tool_call_id_prefix(int64_t request) { return "call_" + std::to_string(request) + "_"; }
+
 }  // namespace
 
 // What the scheduler's thread hands one HTTP request: text pieces, then the end.
@@ -365,7 +368,9 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     const json logprobs = r.options.logprobs < 0 ? json(nullptr)
                           : r.echo ? echo_logprobs_json(prompt_tokens, ch->prompt_logprobs, ch->logprobs, model_.tokenizer())
                                    : logprobs_json(r, ch->logprobs, model_.tokenizer(), &offset);
-    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats, logprobs)), "application/json");
+    const std::vector<ToolCall> calls = r.tools.active() ? read_tool_calls(text, tool_call_id_prefix(id)) : std::vector<ToolCall>();
+    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats, logprobs, calls)),
+                    "application/json");
     return;
   }
 
@@ -374,7 +379,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, ch, r, rid, id, created, deadline, first = true, sent_logprobs = size_t{0}, offset = size_t{0},
-       unsent = std::vector<TokenLogprob>()](size_t, httplib::DataSink& sink) mutable {
+       unsent = std::vector<TokenLogprob>(), holding = r.tools.active(),
+       held = std::string()](size_t, httplib::DataSink& sink) mutable {
         std::deque<std::string> got;
         bool done = false;
         GenerationStats st;
@@ -404,7 +410,13 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           scheduler_->cancel(id);
           if (!sink.is_writable()) return false;
         }
-        for (const std::string& p : got) {
+        for (std::string& p : got) {
+          if (holding) {  // a reply that may be a tool call is sent whole at its end, as calls or as text
+            held += p;
+            if (may_be_tool_call(held)) continue;
+            holding = false;
+            p.swap(held);
+          }
           if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, first, take_logprobs()))) {
             ch->closed = true;
             scheduler_->cancel(id);
@@ -413,7 +425,15 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           first = false;
         }
         if (done) {
-          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st), first, unsent.empty() ? json(nullptr) : take_logprobs()));
+          std::vector<ToolCall> calls;
+          if (!held.empty()) {
+            calls = read_tool_calls(held, tool_call_id_prefix(id));
+            send(calls.empty() ? chunk_json(r, rid, created, opt_.model_name, held, nullptr, first, take_logprobs())
+                               : tool_calls_chunk_json(r, rid, created, opt_.model_name, calls, first));
+            first = false;
+          }
+          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st, calls), first,
+                          unsent.empty() ? json(nullptr) : take_logprobs()));
           if (r.include_usage) send(usage_chunk_json(r, rid, created, opt_.model_name, st));
           const std::string end = "data: [DONE]\n\n";
           sink.write(end.data(), end.size());

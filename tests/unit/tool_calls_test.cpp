@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+// Function calling without HTTP or a model: tools become a system message and
+// a grammar, the grammar takes exactly the calls (or, under "auto", text that
+// cannot be taken for one), earlier calls and results are written back into
+// the conversation, and replies are read back as OpenAI's tool_calls.
+#include "tools/serve/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/runtime/generation.h"
+#include "tests/unit/byte_vocab.h"
+#include "tools/serve/openai_api.h"
+
+namespace basalt::serve {
+namespace {
+
+using nlohmann::json;
+
+CompletionRequest parse_chat(const std::string& body) {
+  return parse_completion_request(body, true, SamplingParams{}, 256, "", ApiLimits{});
+}
+
+const char* kWeather = R"({"type": "function", "function": {"name": "get_weather", "description": "The weather now",
+  "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "a city", "maxLength": 20},
+  "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["location"]}}})";
+const char* kTime = R"({"type": "function", "function": {"name": "get_time"}})";
+
+CompletionRequest with_tools(const std::string& extra = "") {
+  return parse_chat(std::string(R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [)") + kWeather +
+                    ", " + kTime + "]" + extra + "}");
+}
+
+bool takes(const Grammar& g, const std::string& text) {
+  GrammarMatcher m(g);
+  return m.accept(text) && m.can_end();
+}
+
+TEST(ToolCalls, ToolsBecomeASystemMessageAndAGrammar) {
+  const CompletionRequest r = with_tools();
+  ASSERT_TRUE(r.tools.active());
+  EXPECT_EQ(r.tools.choice, ToolRequest::Choice::automatic);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_NE(r.messages[0].content.find("\"get_weather\""), std::string::npos);
+  EXPECT_NE(r.messages[0].content.find("\"a city\""), std::string::npos);
+  EXPECT_NE(r.messages[0].content.find("plain text"), std::string::npos);
+  EXPECT_EQ(r.messages[1].content, "Weather in Paris?");
+  ASSERT_TRUE(r.options.grammar);
+
+  // A system message the client gave keeps its text, the tools after it.
+  const CompletionRequest s = parse_chat(std::string(R"({"messages": [{"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "hi"}], "tools": [)") + kTime + "]}");
+  ASSERT_EQ(s.messages.size(), 2u);
+  EXPECT_EQ(s.messages[0].content.rfind("Be brief.\n\nYou can call", 0), 0u) << s.messages[0].content;
+
+  // tool_choice "none": the tools are not offered.
+  const CompletionRequest none = with_tools(R"(, "tool_choice": "none")");
+  EXPECT_FALSE(none.tools.active());
+  EXPECT_FALSE(none.options.grammar);
+  EXPECT_EQ(none.messages.size(), 1u);
+}
+
+TEST(ToolCalls, TheGrammarTakesCallsOfTheToolsAndTextUnderAuto) {
+  const CompletionRequest automatic = with_tools();
+  const Grammar& g = *automatic.options.grammar;
+  EXPECT_TRUE(takes(g, R"({"name": "get_weather", "arguments": {"location": "Paris"}})"));
+  EXPECT_TRUE(takes(g, R"({"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}})"));
+  EXPECT_TRUE(takes(g, "\n" R"({"name":"get_time","arguments":{}})"));
+  EXPECT_TRUE(takes(g, R"([{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"location": "Oslo"}}])"));
+  EXPECT_TRUE(takes(g, "It is sunny in Paris."));
+  EXPECT_TRUE(takes(g, ""));
+  EXPECT_FALSE(takes(g, R"({"name": "get_wind", "arguments": {}})"));                           // not a tool
+  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"location": 3}})"));           // not its schema
+  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"unit": "celsius"}})"));       // required left out
+  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"location": "P", "unit": "kelvin"}})"));
+  EXPECT_FALSE(takes(g, R"({"name": "get_time", "arguments": {"x": 1}})"));                     // takes no arguments
+  EXPECT_FALSE(takes(g, R"({"location": "Paris"})"));
+  EXPECT_FALSE(takes(g, " It is sunny."));  // text cannot start as a call would
+  EXPECT_FALSE(takes(g, "[]"));
+
+  const CompletionRequest one = with_tools(R"(, "tool_choice": "required", "parallel_tool_calls": false)");
+  const Grammar& required = *one.options.grammar;
+  EXPECT_TRUE(takes(required, R"({"name": "get_time", "arguments": {}})"));
+  EXPECT_FALSE(takes(required, "It is sunny."));
+  EXPECT_FALSE(takes(required, ""));
+  EXPECT_FALSE(takes(required, R"([{"name": "get_time", "arguments": {}}])"));  // one call only
+
+  const CompletionRequest named = with_tools(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+  EXPECT_EQ(named.tools.forced, "get_weather");
+  EXPECT_NE(named.messages[0].content.find("Call the function get_weather now."), std::string::npos);
+  EXPECT_TRUE(takes(*named.options.grammar, R"({"name": "get_weather", "arguments": {"location": "Rome"}})"));
+  EXPECT_FALSE(takes(*named.options.grammar, R"({"name": "get_time", "arguments": {}})"));
+}
+
+// A tool's schema keeps its references ($defs, and "#" itself) inside the grammar's document.
+TEST(ToolCalls, ReferencesInAToolsSchemaStayItsOwn) {
+  const CompletionRequest r = parse_chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+    {"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},
+     "required": ["n"]}}},
+    {"type": "function", "function": {"name": "tree", "parameters": {"$defs": {"leaf": {"type": "object",
+     "properties": {"v": {"type": "string"}}, "required": ["v"]}}, "type": "object", "properties": {
+     "leaf": {"$ref": "#/$defs/leaf"}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+     "required": ["leaf"]}}}]})");
+  const Grammar& g = *r.options.grammar;
+  EXPECT_TRUE(takes(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"leaf": {"v": "y"}}]}})"));
+  EXPECT_FALSE(takes(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"n": 1}]}})"));  // "#" is tree's root
+  EXPECT_TRUE(takes(g, R"({"name": "a", "arguments": {"n": 1}})"));
+}
+
+TEST(ToolCalls, BadToolFieldsAreErrorsThatNameThem) {
+  struct Case {
+    std::string body;
+    const char* param;
+    const char* says;
+  };
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  const Case cases[] = {
+      {"{" + msgs + R"(, "tools": {"a": 1}})", "tools", "must be an array"},
+      {"{" + msgs + R"(, "tools": [{"type": "code", "function": {"name": "a"}}]})", "tools", "type must be"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a b"}}]})", "tools", "name must be"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "a"}}]})",
+       "tools", "given twice"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a", "parameters": {"type": "object",
+         "properties": {"n": {"type": "integer", "minimum": 0}}}}}]})", "tools", "minimum"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a", "parameters": 3}}]})", "tools", "parameters"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": "always"})", "tool_choice", "must be"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": {"type": "function",
+         "function": {"name": "b"}}})", "tool_choice", "not among"},
+      {"{" + msgs + R"(, "tool_choice": "required"})", "tool_choice", "no tools"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}], "parallel_tool_calls": 1})",
+       "parallel_tool_calls", "true or false"},
+      {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}], "response_format": {"type": "json_object"}})",
+       "tools", "response_format"},
+      {"{" + msgs + R"(, "tools": [], "functions": []})", "functions", "not both"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "a",
+         "arguments": "{oops"}}]}]})", "messages[0].tool_calls", "not JSON"},
+      {R"({"messages": [{"role": "tool", "tool_call_id": "c9", "content": "1"}]})", "messages[0].tool_call_id", "no earlier"},
+  };
+  for (const Case& c : cases) {
+    try {
+      parse_chat(c.body);
+      ADD_FAILURE() << "no error for " << c.body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << c.body;
+      EXPECT_EQ(e.param, c.param) << c.body << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+  }
+  try {  // the completions endpoint has no tools
+    parse_completion_request(R"({"prompt": "x", "tools": []})", false, SamplingParams{}, 16, "", ApiLimits{});
+    ADD_FAILURE() << "no error for tools on /v1/completions";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tools");
+  }
+}
+
+// Earlier calls come back as the model wrote them; the results of one turn's calls as one user turn.
+TEST(ToolCalls, EarlierCallsAndResultsAreWrittenIntoTheConversation) {
+  const CompletionRequest r = parse_chat(R"({"messages": [
+    {"role": "user", "content": "Weather and time?"},
+    {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}},
+      {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "noon"}]},
+    {"role": "assistant", "content": "Sunny, and noon."},
+    {"role": "user", "content": "Thanks"}], "tool_choice": "none"})");
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[1].role, "assistant");
+  EXPECT_EQ(r.messages[1].content,
+            R"([{"name":"get_weather","arguments":{"location":"Paris"}},{"name":"get_time","arguments":{}}])");
+  EXPECT_EQ(r.messages[2].role, "user");
+  EXPECT_EQ(r.messages[2].content, R"({"tool_result":{"name":"get_weather","content":"sunny"}})" "\n"
+                                   R"({"tool_result":{"name":"get_time","content":"noon"}})");
+  EXPECT_EQ(r.messages[3].content, "Sunny, and noon.");
+  EXPECT_EQ(r.messages[4].role, "user");
+
+  // The older functions API: functions, function_call, and role "function" with its name.
+  const CompletionRequest f = parse_chat(R"({"messages": [{"role": "user", "content": "t?"},
+    {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "x", "type": "function",
+     "function": {"name": "get_time", "arguments": "{}"}}]},
+    {"role": "function", "name": "get_time", "content": "noon"}],
+    "functions": [{"name": "get_time"}], "function_call": {"name": "get_time"}})");
+  EXPECT_EQ(f.tools.forced, "get_time");
+  EXPECT_EQ(f.messages[2].content, "Let me look.\n\n" R"({"name":"get_time","arguments":{}})");
+  EXPECT_EQ(f.messages[3].content, R"({"tool_result":{"name":"get_time","content":"noon"}})");
+}
+
+TEST(ToolCalls, RepliesAreReadBackAsCalls) {
+  std::vector<ToolCall> one = read_tool_calls(R"( {"name": "get_weather", "arguments": {"location": "Paris"}})", "call_7_");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].id, "call_7_0");
+  EXPECT_EQ(one[0].name, "get_weather");
+  EXPECT_EQ(one[0].arguments, R"({"location":"Paris"})");
+  const auto two = read_tool_calls(R"([{"name": "a", "arguments": {"z": 1, "y": 2}}, {"name": "b", "arguments": {}}])", "c");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].arguments, R"({"z":1,"y":2})");  // the model's order
+  EXPECT_EQ(two[1].id, "c1");
+  EXPECT_TRUE(read_tool_calls("It is sunny.", "c").empty());
+  EXPECT_TRUE(read_tool_calls(R"({"name": "a", "arguments": {"z": )", "c").empty());  // cut short: stays text
+  EXPECT_TRUE(read_tool_calls(R"({"name": "a"})", "c").empty());
+  EXPECT_TRUE(may_be_tool_call(""));
+  EXPECT_TRUE(may_be_tool_call(" \n"));
+  EXPECT_TRUE(may_be_tool_call("\n{\"na"));
+  EXPECT_TRUE(may_be_tool_call("["));
+  EXPECT_FALSE(may_be_tool_call("It"));
+  EXPECT_FALSE(may_be_tool_call(" It"));
+}
+
+TEST(ToolCalls, ResponsesHaveOpenAisShape) {
+  const CompletionRequest r = with_tools(R"(, "stream": true)");
+  GenerationStats st;
+  st.stop_reason = "grammar";
+  const std::vector<ToolCall> calls = {{"call_1_0", "get_weather", R"({"location":"Paris"})"}};
+  const json whole = completion_json(r, "chatcmpl-1", 0, "m", R"({"name": ...})", st, nullptr, calls);
+  const json& choice = whole["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["id"], "call_1_0");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"location":"Paris"})");
+  EXPECT_EQ(completion_json(r, "chatcmpl-1", 0, "m", "Sunny.", st)["choices"][0]["finish_reason"], "stop");
+
+  const json chunk = tool_calls_chunk_json(r, "chatcmpl-1", 0, "m", calls, true);
+  const json& delta = chunk["choices"][0]["delta"];
+  EXPECT_EQ(delta["role"], "assistant");
+  EXPECT_EQ(delta["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+}
+
+// Random logits under the grammar, on a vocabulary of bytes and JSON-ish
+// pieces: every reply is a call of a tool with arguments of its schema, or text.
+TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
+  const Tokenizer tok = test::byte_vocab({"{\"", "\":", "\",", "\u2581\"", "name", "arguments", "get_weather", "get_time",
+                                          "location", "unit", "celsius", "{}", "}}", "Paris", "It", "\u2581is"});
+  GenerateOptions opt = with_tools().options;
+  opt.max_tokens = 400;
+  opt.sampling.temperature = 1.0f;
+  opt.sampling.top_k = 0;
+  opt.sampling.top_p = 1.0f;
+  opt.sampling.min_p = 0.0f;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
+  int n_calls = 0, n_text = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    opt.sampling.seed = seed;
+    std::string out;
+    Generation gen(tok, opt, {1}, tok.n_vocab(), [&](std::string_view s) { return out += s, true; });
+    for (int i = 0; !gen.done(); ++i) {
+      for (float& l : logits) l = normal(rng);
+      if (i == 0) logits[3 + '{'] += 12.0f * (seed % 2);  // half the replies pushed toward a call
+      gen.step(logits.data(), 1000);
+    }
+    if (gen.stats().stop_reason == "length") continue;
+    const std::vector<ToolCall> calls = read_tool_calls(out, "c");
+    if (!may_be_tool_call(out)) {
+      ++n_text;
+      continue;
+    }
+    ASSERT_FALSE(calls.empty()) << out;
+    ++n_calls;
+    for (const ToolCall& c : calls) {
+      const json args = json::parse(c.arguments);
+      if (c.name == "get_time") {
+        EXPECT_EQ(args, json::object()) << out;
+      } else {
+        ASSERT_EQ(c.name, "get_weather") << out;
+        EXPECT_TRUE(args.at("location").is_string()) << out;
+        if (args.contains("unit")) {
+          EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit") << out;
+        }
+      }
+    }
+  }
+  EXPECT_GT(n_calls, 10);
+  EXPECT_GT(n_text, 10);
+}
+
+}  // namespace
+}  // namespace basalt::serve
