@@ -83,7 +83,8 @@ for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
       printf '\x01{"messages":[{"role":"user","content":"A book"}],"response_format":{"type":"json_schema","json_schema":{"name":"b","strict":true,"schema":{"type":"object","properties":{"t":{"type":"string"},"y":{"type":"integer"}},"required":["t"]}}}}' \
         >"$d/response_format"
       printf '\x01{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
-        >"$d/tools" ;;
+        >"$d/tools"
+      printf '\x00{"prompt":[[1,2,3],[4]],"n":2,"echo":true,"logprobs":1,"max_tokens":0,"seed":5}' >"$d/choices" ;;
     json_schema)  # a schema, then NUL and text to follow through its grammar
       printf '{"$defs":{"a":{"type":"object","properties":{"n":{"type":["string","null"],"maxLength":4},"k":{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":2}},"required":["n"],"additionalProperties":false}},"$ref":"#/$defs/a"}\0{"n": "ab", "k": [{"n": null}]}' >"$d/recursive"
       printf '{"type":"object","properties":{"e":{"enum":["x","xy",3,null]},"d":{"type":"string","format":"date-time"},"t":{"prefixItems":[{"const":1},{"type":"boolean"}],"items":false},"a":{"anyOf":[{"type":"integer"},{"additionalProperties":{"type":"number"}}]}}}\0{"e": "xy", "d": "2026-12-07T10:00:00Z", "t": [1, true]}' >"$d/keywords" ;;

@@ -17,7 +17,8 @@
 # llama-server's GBNF grammar field; function calling (tools, tool_choice
 # required/named/auto/none, every call's arguments valid under its tool's
 # schema by jsonschema, the stream's tool_calls deltas the same calls, a
-# call's result sent back); logprobs (chat and completions, streamed and not).
+# call's result sent back); several prompts and n choices in one request, each
+# as if asked alone; logprobs (chat and completions, streamed and not).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
@@ -298,6 +299,54 @@ def test_tool_calls(srv):
     check(srv.healthy(), "tools: healthy after")
 
 
+def test_choices(srv):
+    """Several prompts in one completions request, and n choices of a prompt, each as if asked alone."""
+    prompts = ["Once upon a time", "The capital of France is"]
+    alone = []
+    for p in prompts:
+        s, _, body = srv.request("POST", "/v1/completions", {"prompt": p, "max_tokens": 8, "temperature": 0})
+        alone.append(json.loads(body) if s == 200 else {})
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": prompts, "max_tokens": 8, "temperature": 0})
+    both = json.loads(body) if s == 200 else {}
+    texts = [c["text"] for c in sorted(both.get("choices", []), key=lambda c: c["index"])]
+    check(texts == [a["choices"][0]["text"] for a in alone if a],
+          f"several prompts: a choice each, the text of each asked alone ({texts})")
+    check(both.get("usage", {}).get("prompt_tokens") == sum(a["usage"]["prompt_tokens"] for a in alone if a),
+          f"several prompts: usage counts every prompt ({both.get('usage')})")
+    # lm-evaluation-harness's batches: token ids, echo, the prompt's logprobs alone
+    ids = [a["usage"]["prompt_tokens"] for a in alone]
+    s, _, body = srv.request("POST", "/v1/completions", {"prompt": [[1] * ids[0], [2, 3] * ids[1]], "echo": True,
+                                                         "logprobs": 1, "max_tokens": 0})
+    scored = json.loads(body).get("choices", []) if s == 200 else []
+    check(len(scored) == 2 and [len(c["logprobs"]["token_logprobs"]) for c in scored] == [ids[0], 2 * ids[1]],
+          f"several token-id prompts scored with echo: each prompt's own logprobs ({s})")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+    model = client.models.list().data[0].id
+    msgs = [{"role": "user", "content": "Write one sentence about the sea."}]
+    three = client.chat.completions.create(model=model, messages=msgs, n=3, max_tokens=24, temperature=1.0, seed=7)
+    one = client.chat.completions.create(model=model, messages=msgs, max_tokens=24, temperature=1.0, seed=7)
+    replies = [c.message.content for c in sorted(three.choices, key=lambda c: c.index)]
+    check(len(replies) == 3 and replies[0] == one.choices[0].message.content and len(set(replies)) >= 2,
+          f"n=3: three choices, the first the seed's own, the others drawn apart ({replies})")
+    check(three.usage.prompt_tokens == one.usage.prompt_tokens,
+          f"n=3: the prompt counts once ({three.usage.prompt_tokens} / {one.usage.prompt_tokens})")
+    streamed, finished = {}, {}
+    for chunk in client.chat.completions.create(model=model, messages=msgs, n=3, max_tokens=24, temperature=1.0, seed=7,
+                                                stream=True):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
+            finished[c.index] = c.finish_reason or finished.get(c.index)
+    check([streamed.get(i) for i in range(3)] == replies and all(finished.get(i) for i in range(3)),
+          f"n=3 streamed: each index's deltas give its choice, each with its finish_reason ({streamed})")
+    s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "n": 65})
+    err = json.loads(body).get("error", {})
+    check(s == 400 and err.get("param") == "n", f"n past the limit: a 400 naming n ({s} {err.get('message')!r})")
+    # More choices than the running slots and the queue hold (2 + 2 here): refused whole, the ones queued withdrawn.
+    s, _, _ = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "n": 8, "max_tokens": 4})
+    check(s == 429, f"n=8 past --parallel and --max-queue: 429 ({s})")
+    check(srv.healthy(), "choices: healthy after")
+
+
 def test_logprobs(srv):
     # Each generated token's log-probability and its alternatives, in the shape
     # OpenAI's client reads: greedy, so the chosen token is the likeliest.
@@ -368,7 +417,7 @@ def test_bad_requests(srv):
         ("max_tokens a string", comp, {"prompt": "x", "max_tokens": "ten"}, None, 400),
         ("temperature 9", comp, {"prompt": "x", "temperature": 9}, None, 400),
         ("five stop strings", comp, {"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, None, 400),
-        ("n = 2", comp, {"prompt": "x", "n": 2}, None, 400),
+        ("n = 65", comp, {"prompt": "x", "n": 65}, None, 400),
         ("logit_bias key not an id", comp, {"prompt": "x", "logit_bias": {"abc": 1}}, None, 400),
         ("a prompt longer than the context", comp, {"prompt": "word " * 3000, "max_tokens": 4}, None, 400),
         ("invalid UTF-8", comp, None, b'{"prompt": "\xff\xfe bad", "max_tokens": 2}', 400),
@@ -643,6 +692,7 @@ def main():
         check(run is not None and 1 <= run <= free, f"/metrics: the largest free run of KV blocks ({run} of {free} free)")
         test_structured_output(srv)
         test_tool_calls(srv)
+        test_choices(srv)
         test_logprobs(srv)
         test_bad_requests(srv)
         test_queue_full(srv)

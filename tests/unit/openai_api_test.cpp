@@ -18,7 +18,7 @@ TEST(OpenAiApi, FieldsBecomeOptions) {
     "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -0.5,
     "repetition_penalty": 1.1, "logit_bias": {"17": -100}, "stop": ["\n", "END"], "stream": true,
     "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "ignored"})");
-  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.prompts, (std::vector<std::string>{"hi"}));
   EXPECT_EQ(r.options.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.options.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.options.sampling.top_p, 0.9f);
@@ -76,7 +76,11 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"prompt": "x", "logit_bias": {"5": 500}})", false, 400, "logit_bias"},
       {R"({"prompt": "x", "stop": [1]})", false, 400, "stop"},
       {R"({"prompt": "x", "stop": ""})", false, 400, "stop"},
-      {R"({"prompt": "x", "n": 3})", false, 400, "n"},
+      {R"({"prompt": "x", "n": 3})", false, 200, ""},
+      {R"({"prompt": "x", "n": 65})", false, 400, "n"},
+      {R"({"prompt": ["x", "y"], "n": 33})", false, 400, "n"},  // 66 choices
+      {R"({"prompt": ["x", [1, 2]]})", false, 400, "prompt"},   // text and ids mixed
+      {R"({"prompt": ["x", ""]})", false, 400, "prompt"},
       {R"({"prompt": "x", "stream": "yes"})", false, 400, "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", false, 400, "stream_options"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", true, 400, "top_logprobs"},
@@ -96,7 +100,7 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"prompt": [1, -2]})", false, 400, "prompt"},
       {R"({"prompt": [1, 2.5]})", false, 400, "prompt"},
       {R"({"prompt": []})", false, 400, "prompt"},
-      {R"({"prompt": ["a", "b"]})", false, 400, "prompt"},
+      {R"({"prompt": ["a", "b"]})", false, 200, ""},
       {R"({"prompt": "x", "best_of": 2})", false, 400, "best_of"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})", true, 200,
        ""},  // function calling: tool_calls_test.cpp
@@ -164,8 +168,14 @@ TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
 
 TEST(OpenAiApi, TokenIdPromptsAndEcho) {
   const CompletionRequest ids = parse(R"({"prompt": [[5, 0, 7]], "echo": true, "logprobs": 2, "max_tokens": 0})");
-  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{5, 0, 7}));
-  EXPECT_TRUE(ids.prompt.empty());
+  EXPECT_EQ(ids.prompt_ids, (std::vector<std::vector<int32_t>>{{5, 0, 7}}));
+  EXPECT_TRUE(ids.prompts.empty());
+  EXPECT_EQ(parse(R"({"prompt": [5, 0, 7]})").prompt_ids, ids.prompt_ids);
+  // Several prompts (a choice each), and n choices of each.
+  const CompletionRequest batch = parse(R"({"prompt": [[1, 2], [3]], "n": 2})");
+  EXPECT_EQ(batch.prompt_ids, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  EXPECT_EQ(batch.n, 2);
+  EXPECT_EQ(parse(R"({"prompt": ["a", "b", "c"]})").prompts, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_TRUE(ids.echo);
   EXPECT_EQ(ids.options.logprobs, 2);
   EXPECT_EQ(ids.options.max_tokens, 0);
@@ -208,9 +218,23 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(piece["object"], "text_completion");
   EXPECT_EQ(piece["choices"][0]["text"], "y");
   EXPECT_TRUE(piece.contains("usage") && piece["usage"].is_null());
-  nlohmann::json usage = usage_chunk_json(comp, "cmpl-2", 100, "served", st);
+  nlohmann::json usage = usage_chunk_json(comp, "cmpl-2", 100, "served", usage_json(st));
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(chunk_json(comp, "cmpl-2", 100, "served", "z", nullptr, false, nullptr, 3)["choices"][0]["index"], 3);
+
+  // Several choices: each its index; a prompt's tokens count once for its n choices.
+  comp.n = 2;
+  GenerationStats a = st, b = st;
+  b.n_generated = 5;
+  b.stop_reason = "length";
+  const nlohmann::json two = completion_json(comp, "cmpl-3", 100, "served", {{"one", a, nullptr, {}}, {"two", b, nullptr, {}}});
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+  EXPECT_EQ(two["choices"][1]["text"], "two");
+  EXPECT_EQ(two["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(two["usage"]["prompt_tokens"], st.n_prompt);
+  EXPECT_EQ(two["usage"]["completion_tokens"], st.n_generated + 5);
   EXPECT_EQ(models_json("served", 1)["data"][0]["id"], "served");
 }
 

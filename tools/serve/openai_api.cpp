@@ -168,23 +168,42 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       after_result = result;
     }
   } else {
+    // A string or token ids, or an array of several of either (a choice each), as OpenAI's
+    // API allows: lm-evaluation-harness sends batches of token ids.
     const json* p = field(j, "prompt");
     if (!p) throw bad("prompt is required", "prompt");
-    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-    if (p->is_array()) {  // token ids, as OpenAI's API allows (lm-evaluation-harness sends them)
-      for (const json& id : *p) {
+    const std::string shapes = "prompt must be a string, an array of token ids, or an array of strings or of token id arrays";
+    auto add_ids = [&](const json& ids) {
+      std::vector<int32_t>& out = r.prompt_ids.emplace_back();
+      for (const json& id : ids) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
           throw bad("prompt: an array must hold token ids (non-negative integers)", "prompt");
-        r.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+        out.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
-      if (r.prompt_ids.empty()) throw bad("prompt is empty", "prompt");
-      prompt_bytes = r.prompt_ids.size() * sizeof(int32_t);
+      prompt_bytes += out.size() * sizeof(int32_t);
+    };
+    auto add_text = [&](const json& text) {
+      r.prompts.push_back(text.get<std::string>());
+      prompt_bytes += r.prompts.back().size();
+    };
+    if (p->is_string()) {
+      add_text(*p);
+    } else if (!p->is_array() || p->empty()) {
+      throw bad(p->is_array() ? "prompt is empty" : shapes, "prompt");
+    } else if ((*p)[0].is_string() || (*p)[0].is_array()) {
+      if (p->size() > limits.max_choices)
+        throw bad("more than " + std::to_string(limits.max_choices) + " prompts in one request", "prompt");
+      for (const json& one : *p) {
+        if (one.is_string() != (*p)[0].is_string() || one.is_array() != (*p)[0].is_array()) throw bad(shapes, "prompt");
+        one.is_string() ? add_text(one) : add_ids(one);
+      }
     } else {
-      if (!p->is_string()) throw bad("prompt must be a string, an array of token ids, or an array of one of them", "prompt");
-      r.prompt = p->get<std::string>();
-      if (r.prompt.empty()) throw bad("prompt is empty", "prompt");
-      prompt_bytes = r.prompt.size();
+      add_ids(*p);
     }
+    for (const auto& ids : r.prompt_ids)
+      if (ids.empty()) throw bad("prompt is empty", "prompt");
+    for (const std::string& text : r.prompts)
+      if (text.empty()) throw bad("prompt is empty", "prompt");
   }
   if (prompt_bytes > limits.max_prompt_bytes)
     throw bad("the prompt is " + std::to_string(prompt_bytes) + " bytes, more than the limit of " +
@@ -198,7 +217,11 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   }
   for (const char* name : {"max_tokens", "max_completion_tokens"})  // 0 with echo: only score the prompt
     if (const json* v = field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, r.echo ? 0 : 1, limits.max_tokens));
-  if (const json* v = field(j, "n"); v && integer(*v, "n", 1, 1) != 1) throw bad("only n = 1 is supported", "n");
+  if (const json* v = field(j, "n")) r.n = static_cast<int32_t>(integer(*v, "n", 1, static_cast<int64_t>(limits.max_choices)));
+  if (const size_t n_prompts = std::max<size_t>(1, r.prompts.size() + r.prompt_ids.size()); n_prompts * r.n > limits.max_choices)
+    throw bad("prompts x n is " + std::to_string(n_prompts * r.n) + ", more than " + std::to_string(limits.max_choices) +
+                  " choices in one request",
+              "n");
 
   SamplingParams& s = r.options.sampling;
   if (const json* v = field(j, "temperature")) s.temperature = static_cast<float>(number(*v, "temperature", 0, 2));
@@ -324,12 +347,21 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
 }
 }  // namespace
 
-json usage_json(const GenerationStats& st) {
-  // cached_tokens: prompt tokens whose keys and values came from the prefix cache (OpenAI's field).
-  return {{"prompt_tokens", st.n_prompt},
-          {"completion_tokens", st.n_generated},
-          {"total_tokens", st.n_prompt + st.n_generated},
-          {"prompt_tokens_details", {{"cached_tokens", std::max<int64_t>(0, st.n_prompt - st.n_prefilled)}}}};
+json usage_json(const GenerationStats& st) { return usage_json(std::vector<GenerationStats>{st}, 1); }
+
+json usage_json(const std::vector<GenerationStats>& choices, int32_t n) {
+  int64_t prompt = 0, generated = 0, cached = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    generated += choices[i].n_generated;
+    if (i % static_cast<size_t>(n) != 0) continue;  // a prompt's tokens count once
+    prompt += choices[i].n_prompt;
+    // cached_tokens: prompt tokens whose keys and values came from the prefix cache (OpenAI's field).
+    cached += std::max<int64_t>(0, choices[i].n_prompt - choices[i].n_prefilled);
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", generated},
+          {"total_tokens", prompt + generated},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 namespace {
@@ -390,26 +422,37 @@ json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<To
 }
 
 json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                     const std::string& text, const GenerationStats& st, const json& logprobs,
-                     const std::vector<ToolCall>& calls) {
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason(st, calls)}};
-  if (r.chat && !calls.empty())
-    choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(calls, false)}};
-  else if (r.chat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
-    choice["text"] = text;
+                     const std::vector<ChoiceResult>& results) {
+  json choices = json::array();
+  std::vector<GenerationStats> stats;
+  for (const ChoiceResult& c : results) {
+    json choice = {{"index", choices.size()}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason(c.stats, c.calls)}};
+    if (r.chat && !c.calls.empty())
+      choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(c.calls, false)}};
+    else if (r.chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choices.push_back(std::move(choice));
+    stats.push_back(c.stats);
+  }
   return {{"id", id},
           {"object", r.chat ? "chat.completion" : "text_completion"},
           {"created", created},
           {"model", model},
-          {"choices", json::array({choice})},
-          {"usage", usage_json(st)}};
+          {"choices", std::move(choices)},
+          {"usage", usage_json(stats, r.n)}};
+}
+
+json completion_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                     const std::string& text, const GenerationStats& st, const json& logprobs,
+                     const std::vector<ToolCall>& calls) {
+  return completion_json(r, id, created, model, std::vector<ChoiceResult>{{text, st, logprobs, calls}});
 }
 
 json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                std::string_view text, const char* finish, bool first, const json& logprobs) {
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+                std::string_view text, const char* finish, bool first, const json& logprobs, size_t index) {
+  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (r.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -428,26 +471,26 @@ json chunk_json(const CompletionRequest& r, const std::string& id, int64_t creat
 }
 
 json tool_calls_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                           const std::vector<ToolCall>& calls, bool first) {
+                           const std::vector<ToolCall>& calls, bool first, size_t index) {
   json delta = {{"tool_calls", tool_calls_json(calls, true)}};
   if (first) delta["role"] = "assistant";
   json chunk = {{"id", id},
                 {"object", "chat.completion.chunk"},
                 {"created", created},
                 {"model", model},
-                {"choices", json::array({{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}})}};
+                {"choices", json::array({{{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", delta}}})}};
   if (r.include_usage) chunk["usage"] = nullptr;
   return chunk;
 }
 
 json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                      const GenerationStats& st) {
+                      const json& usage) {
   return {{"id", id},
           {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
           {"created", created},
           {"model", model},
           {"choices", json::array()},
-          {"usage", usage_json(st)}};
+          {"usage", usage}};
 }
 
 json error_json(const ApiError& e) {

@@ -35,13 +35,15 @@ struct ApiLimits {
   size_t max_messages = 1024;
   size_t max_logit_bias = 1024;
   size_t max_tools = 128;  // OpenAI's
+  size_t max_choices = 64;  // prompts x n: each is a request of the scheduler's
 };
 
 struct CompletionRequest {
   bool chat = false;
   std::string model;                   // as the client named it ("" when absent)
-  std::string prompt;                  // /v1/completions
-  std::vector<int32_t> prompt_ids;     // /v1/completions given token ids (then prompt is "")
+  std::vector<std::string> prompts;    // /v1/completions: one or several (a choice each), as text
+  std::vector<std::vector<int32_t>> prompt_ids;  // ... or as token ids (then prompts is empty)
+  int32_t n = 1;                       // choices for each prompt (their seeds: the seed, then one up each)
   bool echo = false;                   // the prompt before the completion (with logprobs: the prompt's too)
   std::vector<ChatMessage> messages;   // /v1/chat/completions (earlier tool calls and results written as text)
   ToolRequest tools;                   // function calling (chat)
@@ -63,6 +65,8 @@ const char* finish_reason(const GenerationStats& st);
 const char* finish_reason(const GenerationStats& st, const std::vector<ToolCall>& calls);
 
 nlohmann::json usage_json(const GenerationStats& st);
+// A request's usage over its choices, n of them for each prompt (whose tokens count once).
+nlohmann::json usage_json(const std::vector<GenerationStats>& choices, int32_t n);
 // A choice's logprobs for these generated tokens, in the endpoint's shape:
 // chat {"content": [{token, logprob, bytes, top_logprobs}]}, completions
 // {tokens, token_logprobs, top_logprobs (piece -> logprob), text_offset}
@@ -74,20 +78,30 @@ nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<Token
 // given those before it (scored), then the generated tokens'.
 nlohmann::json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
                                   const std::vector<TokenLogprob>& generated, const Tokenizer& tok);
-// The whole response of a request that did not stream; with calls, the
-// message's tool_calls and no content.
+// One choice's outcome; with calls, the message has tool_calls and no content.
+struct ChoiceResult {
+  std::string text;
+  GenerationStats stats;
+  nlohmann::json logprobs;  // null unless asked for
+  std::vector<ToolCall> calls;
+};
+// The whole response of a request that did not stream, its choices in order.
+nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
+                               const std::string& model, const std::vector<ChoiceResult>& choices);
 nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                const std::string& model, const std::string& text, const GenerationStats& st,
                                const nlohmann::json& logprobs = nullptr, const std::vector<ToolCall>& calls = {});
-// One server-sent event's data: text (may be empty), and the finish reason in the last one.
+// One server-sent event's data for choice index: text (may be empty), and the finish reason in its last one.
 nlohmann::json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
-                          std::string_view text, const char* finish, bool first, const nlohmann::json& logprobs = nullptr);
+                          std::string_view text, const char* finish, bool first, const nlohmann::json& logprobs = nullptr,
+                          size_t index = 0);
 // A chat chunk of the reply's tool calls, each whole (the finish reason follows in the next one).
 nlohmann::json tool_calls_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
-                                     const std::string& model, const std::vector<ToolCall>& calls, bool first);
+                                     const std::string& model, const std::vector<ToolCall>& calls, bool first,
+                                     size_t index = 0);
 // The final chunk with usage and no choices (stream_options.include_usage).
 nlohmann::json usage_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
-                                const std::string& model, const GenerationStats& st);
+                                const std::string& model, const nlohmann::json& usage);
 nlohmann::json error_json(const ApiError& e);
 nlohmann::json models_json(const std::string& model, int64_t created);
 

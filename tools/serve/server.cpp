@@ -66,19 +66,34 @@ std::string tool_call_id_prefix(int64_t request) { return "call_" + std::to_stri
 
 }  // namespace
 
-// What the scheduler's thread hands one HTTP request: text pieces, then the end.
+// What the scheduler's thread hands one HTTP request: for each of its
+// choices (a request of the scheduler's each), text pieces, then the end.
+// One lock and one condition for all of them, so that a stream waits on all at once.
 struct Server::Channel {
+  struct Choice {
+    int64_t id = -1;                      // the scheduler's, once submitted
+    std::vector<int32_t> prompt;          // its prompt's tokens, when echoed
+    std::deque<std::string> pieces;
+    std::vector<TokenLogprob> logprobs;   // every generated token's, when asked for
+    std::vector<TokenLogprob> prompt_logprobs;  // an echoed prompt's, its tokens after the first
+    bool started = false;  // joined the running batch
+    bool done = false;
+    GenerationStats stats;
+    Clock::time_point last_piece;  // the scheduler's thread only
+    bool any_piece = false;
+  };
   std::mutex m;
   std::condition_variable cv;
-  std::deque<std::string> pieces;
-  std::vector<TokenLogprob> logprobs;  // every generated token's, when asked for
-  std::vector<TokenLogprob> prompt_logprobs;  // an echoed prompt's, its tokens after the first
-  bool started = false;  // joined the running batch
-  bool done = false;
-  GenerationStats stats;
+  std::vector<Choice> choices;  // sized before the first is submitted, never after
   std::atomic<bool> closed{false};  // the client went away: the next piece cancels
-  Clock::time_point arrived = Clock::now(), last_piece;  // the scheduler's thread only, after arrival
-  bool any_piece = false;
+  Clock::time_point arrived = Clock::now();
+
+  bool any_started() const {
+    return std::any_of(choices.begin(), choices.end(), [](const Choice& c) { return c.started; });
+  }
+  bool all_done() const {
+    return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.done; });
+  }
 };
 
 void Server::Histogram::add(double s) {
@@ -209,24 +224,30 @@ int64_t Server::submit(ScheduledRequest r) {
   return id;
 }
 
+void Server::cancel(Channel& ch) {
+  for (const Channel::Choice& c : ch.choices)
+    if (c.id >= 0) scheduler_->cancel(c.id);
+}
+
 void Server::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
   if (!ready_ || stopping_)
     return send_error(res, ApiError(503, "service_unavailable", stopping_ ? "the server is shutting down" : "the model is still loading"));
   if (!authorized(req)) return send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (Authorization: Bearer KEY)"));
   CompletionRequest r;
-  std::vector<int32_t> tokens;
+  std::vector<std::vector<int32_t>> prompts;  // each prompt's tokens; n choices each
   try {
     r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits);
-    if (!r.prompt_ids.empty()) {
-      tokens = r.prompt_ids;
-      for (int32_t id : tokens)
-        if (id >= model_.tokenizer().n_vocab())
+    const Tokenizer& tok = model_.tokenizer();
+    if (chat) prompts.push_back(prompter_->tokens_for(r.messages));
+    for (const std::string& text : r.prompts) prompts.push_back(tok.encode(text, true, true));
+    for (const std::vector<int32_t>& ids : r.prompt_ids) {
+      for (int32_t id : ids)
+        if (id >= tok.n_vocab())
           throw ApiError(400, "invalid_request_error",
-                         "prompt: token id " + std::to_string(id) + " is outside the vocabulary (" +
-                             std::to_string(model_.tokenizer().n_vocab()) + " tokens)",
+                         "prompt: token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) +
+                             " tokens)",
                          "prompt");
-    } else {
-      tokens = chat ? prompter_->tokens_for(r.messages) : model_.tokenizer().encode(r.prompt, true, true);
+      prompts.push_back(ids);
     }
   } catch (const ApiError& e) {
     return send_error(res, e);
@@ -242,9 +263,14 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
                                     "the server is at its memory limit (--memory-limit " +
                                         std::to_string(opt_.memory_limit_bytes >> 20) + " MiB); try again later"));
   }
-  // Charged its prompt and max_tokens now; what it does not generate comes back at its end.
+  // Charged its prompts and max_tokens now, for every choice; what they do not generate comes back at their ends.
   const std::string rate_key = opt_.api_keys.empty() ? req.remote_addr : req.get_header_value("Authorization");
-  const double charged = static_cast<double>(tokens.size()) + std::max<int32_t>(0, r.options.max_tokens);
+  const size_t n_choices = prompts.size() * static_cast<size_t>(r.n);
+  auto charge_of = [&](size_t choice) {
+    return static_cast<double>(prompts[choice / static_cast<size_t>(r.n)].size()) + std::max<int32_t>(0, r.options.max_tokens);
+  };
+  double charged = 0;
+  for (size_t i = 0; i < n_choices; ++i) charged += charge_of(i);
   if (rate_limiter_.enabled()) {
     if (rate_limiter_.tokens_per_minute() > 0 && charged > rate_limiter_.tokens_per_minute())
       return send_error(res, ApiError(400, "invalid_request_error",
@@ -262,79 +288,94 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   }
 
   auto ch = std::make_shared<Channel>();
-  ScheduledRequest sr;
-  const std::vector<int32_t> prompt_tokens = r.echo ? tokens : std::vector<int32_t>();
-  sr.prompt = std::move(tokens);
-  if (r.echo && r.options.logprobs >= 0) {
-    sr.prompt_logprobs = r.options.logprobs;
-    sr.on_prompt_logprob = [ch](const TokenLogprob& t) {
-      std::lock_guard<std::mutex> lock(ch->m);
-      ch->prompt_logprobs.push_back(t);
+  ch->choices.resize(n_choices);
+  auto scheduled = [&](size_t i) {
+    Channel::Choice& c = ch->choices[i];
+    ScheduledRequest sr;
+    sr.prompt = prompts[i / static_cast<size_t>(r.n)];
+    if (r.echo) c.prompt = sr.prompt;
+    sr.options = r.options;
+    sr.options.sampling.seed += i % static_cast<size_t>(r.n);  // a prompt's choices draw apart
+    if (r.echo && r.options.logprobs >= 0) {
+      sr.prompt_logprobs = r.options.logprobs;
+      sr.on_prompt_logprob = [ch, &c](const TokenLogprob& t) {
+        std::lock_guard<std::mutex> lock(ch->m);
+        c.prompt_logprobs.push_back(t);
+      };
+    }
+    sr.on_text = [this, ch, &c](std::string_view t) {
+      if (ch->closed) return false;
+      const auto now = Clock::now();
+      observe(c.any_piece ? inter_token_ : time_to_first_token_,
+              std::chrono::duration<double>(now - (c.any_piece ? c.last_piece : ch->arrived)).count());
+      c.any_piece = true;
+      c.last_piece = now;
+      {
+        std::lock_guard<std::mutex> lock(ch->m);
+        c.pieces.emplace_back(t);
+      }
+      ch->cv.notify_all();
+      return true;
     };
-  }
-  sr.options = r.options;
-  sr.on_text = [this, ch](std::string_view t) {
-    if (ch->closed) return false;
-    const auto now = Clock::now();
-    observe(ch->any_piece ? inter_token_ : time_to_first_token_,
-            std::chrono::duration<double>(now - (ch->any_piece ? ch->last_piece : ch->arrived)).count());
-    ch->any_piece = true;
-    ch->last_piece = now;
-    {
-      std::lock_guard<std::mutex> lock(ch->m);
-      ch->pieces.emplace_back(t);
-    }
-    ch->cv.notify_all();
-    return true;
-  };
-  if (r.options.logprobs >= 0)
-    sr.on_logprob = [ch](const TokenLogprob& t) {
-      std::lock_guard<std::mutex> lock(ch->m);
-      ch->logprobs.push_back(t);
+    if (r.options.logprobs >= 0)
+      sr.on_logprob = [ch, &c](const TokenLogprob& t) {
+        std::lock_guard<std::mutex> lock(ch->m);
+        c.logprobs.push_back(t);
+      };
+    sr.on_start = [ch, &c] {
+      {
+        std::lock_guard<std::mutex> lock(ch->m);
+        c.started = true;
+      }
+      ch->cv.notify_all();
     };
-  sr.on_start = [ch] {
-    {
-      std::lock_guard<std::mutex> lock(ch->m);
-      ch->started = true;
-    }
-    ch->cv.notify_all();
+    sr.on_done = [this, ch, &c, rate_key, charge = charge_of(i)](const GenerationStats& st) {
+      rate_limiter_.refund(rate_key, charge - static_cast<double>(st.n_prompt + st.n_generated));
+      prompt_tokens_ += st.n_prompt;
+      generated_tokens_ += st.n_generated;
+      grammar_redraws_ += st.n_redrawn;
+      if (st.stop_reason == "cancelled") ++cancelled_;
+      else observe(end_to_end_, std::chrono::duration<double>(Clock::now() - ch->arrived).count());
+      {
+        std::lock_guard<std::mutex> lock(ch->m);
+        c.stats = st;
+        c.done = true;
+      }
+      ch->cv.notify_all();
+    };
+    return sr;
   };
-  sr.on_done = [this, ch, rate_key, charged](const GenerationStats& st) {
-    rate_limiter_.refund(rate_key, charged - static_cast<double>(st.n_prompt + st.n_generated));
-    prompt_tokens_ += st.n_prompt;
-    generated_tokens_ += st.n_generated;
-    grammar_redraws_ += st.n_redrawn;
-    if (st.stop_reason == "cancelled") ++cancelled_;
-    else observe(end_to_end_, std::chrono::duration<double>(Clock::now() - ch->arrived).count());
-    {
-      std::lock_guard<std::mutex> lock(ch->m);
-      ch->stats = st;
-      ch->done = true;
+  for (size_t i = 0; i < n_choices; ++i) {
+    try {
+      ch->choices[i].id = submit(scheduled(i));
+      continue;
+    } catch (const QueueFull& e) {
+      res.set_header("Retry-After", "1");
+      send_error(res, ApiError(429, "rate_limit_error", e.what()));
+    } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
+      send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
     }
-    ch->cv.notify_all();
-  };
-  int64_t id = 0;
-  try {
-    id = submit(std::move(sr));
-  } catch (const QueueFull& e) {
-    rate_limiter_.refund(rate_key, charged);
-    res.set_header("Retry-After", "1");
-    return send_error(res, ApiError(429, "rate_limit_error", e.what()));
-  } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
-    rate_limiter_.refund(rate_key, charged);
-    return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
+    // The choices not submitted are refunded here, those submitted at their (cancelled) ends.
+    for (size_t k = i; k < n_choices; ++k) {
+      rate_limiter_.refund(rate_key, charge_of(k));
+      ch->choices[k].done = true;
+    }
+    cancel(*ch);
+    std::unique_lock<std::mutex> lock(ch->m);
+    ch->cv.wait(lock, [&] { return ch->all_done(); });
+    return;
   }
   ++in_flight_;  // until the answer is out: a shutdown waits for it, queued or running
   {
-    // Until it runs: a request that waits too long in the queue gets 503 (a
+    // Until one runs: a request that waits too long in the queue gets 503 (a
     // stream too: its headers are not out yet).
     std::unique_lock<std::mutex> lock(ch->m);
     const auto queue_deadline = ch->arrived + std::chrono::duration<double>(opt_.queue_timeout_s);
-    if (!ch->cv.wait_until(lock, queue_deadline, [&] { return ch->started || ch->done; })) {
+    if (!ch->cv.wait_until(lock, queue_deadline, [&] { return ch->any_started() || ch->all_done(); })) {
       lock.unlock();
-      scheduler_->cancel(id);
+      cancel(*ch);
       lock.lock();
-      ch->cv.wait(lock, [&] { return ch->done; });  // (it may have started just now: it is cancelled all the same)
+      ch->cv.wait(lock, [&] { return ch->all_done(); });  // (some may have started just now: cancelled all the same)
       ++queue_timeouts_;
       --in_flight_;
       res.set_header("Retry-After", "5");
@@ -342,13 +383,15 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
                                       "the request waited " + std::to_string(static_cast<int64_t>(opt_.queue_timeout_s)) +
                                           " s in the queue without starting; the server is overloaded"));
     }
-    if (!ch->started) {  // ended while it waited: a shutdown's cancel
+    if (!ch->any_started()) {  // ended while it waited: a shutdown's cancel
       --in_flight_;
       return send_error(res, ApiError(503, "service_unavailable", "the server is shutting down"));
     }
   }
-  const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+  const int64_t first_id = ch->choices[0].id;
+  const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(first_id);
   const auto deadline = ch->arrived + std::chrono::duration<double>(opt_.request_timeout_s);
+  const Tokenizer& tok = model_.tokenizer();
 
   if (!r.stream) {
     struct Leave {
@@ -356,95 +399,132 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       ~Leave() { --n; }
     } leave{in_flight_};
     std::unique_lock<std::mutex> lock(ch->m);
-    if (!ch->cv.wait_until(lock, deadline, [&] { return ch->done; })) {
-      scheduler_->cancel(id);
-      ch->cv.wait(lock, [&] { return ch->done; });
+    if (!ch->cv.wait_until(lock, deadline, [&] { return ch->all_done(); })) {
+      lock.unlock();
+      cancel(*ch);
+      lock.lock();
+      ch->cv.wait(lock, [&] { return ch->all_done(); });
       return send_error(res, ApiError(504, "timeout", "the request took longer than " + std::to_string(opt_.request_timeout_s) + " s"));
     }
-    std::string text;
-    if (r.echo) text = r.prompt_ids.empty() ? r.prompt : model_.tokenizer().decode(prompt_tokens);
-    for (const std::string& p : ch->pieces) text += p;
-    size_t offset = 0;
-    const json logprobs = r.options.logprobs < 0 ? json(nullptr)
-                          : r.echo ? echo_logprobs_json(prompt_tokens, ch->prompt_logprobs, ch->logprobs, model_.tokenizer())
-                                   : logprobs_json(r, ch->logprobs, model_.tokenizer(), &offset);
-    const std::vector<ToolCall> calls = r.tools.active() ? read_tool_calls(text, tool_call_id_prefix(id)) : std::vector<ToolCall>();
-    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, text, ch->stats, logprobs, calls)),
-                    "application/json");
+    std::vector<ChoiceResult> results;
+    for (size_t i = 0; i < n_choices; ++i) {
+      const Channel::Choice& c = ch->choices[i];
+      ChoiceResult out;
+      if (r.echo) out.text = r.prompts.empty() ? tok.decode(c.prompt) : r.prompts[i / static_cast<size_t>(r.n)];
+      for (const std::string& p : c.pieces) out.text += p;
+      size_t offset = 0;
+      out.logprobs = r.options.logprobs < 0 ? json(nullptr)
+                     : r.echo ? echo_logprobs_json(c.prompt, c.prompt_logprobs, c.logprobs, tok)
+                              : logprobs_json(r, c.logprobs, tok, &offset);
+      if (r.tools.active()) out.calls = read_tool_calls(out.text, tool_call_id_prefix(c.id));
+      out.stats = c.stats;
+      results.push_back(std::move(out));
+    }
+    res.set_content(dump(completion_json(r, rid, unix_seconds(), opt_.model_name, results)), "application/json");
     return;
   }
 
+  // A stream: each choice's chunks carry its index, in the order its pieces come.
+  struct Sent {
+    bool first = true;
+    bool finished = false;
+    size_t logprobs = 0;            // of the choice's logprobs, those taken
+    size_t offset = 0;              // completions' text_offset
+    std::vector<TokenLogprob> unsent;
+    bool holding = false;           // a reply that may be a tool call is sent whole at its end, as calls or as text
+    std::string held;
+  };
+  std::vector<Sent> sent(n_choices);
+  for (Sent& s : sent) s.holding = r.tools.active();
   res.set_header("Cache-Control", "no-cache");
   const int64_t created = unix_seconds();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, ch, r, rid, id, created, deadline, first = true, sent_logprobs = size_t{0}, offset = size_t{0},
-       unsent = std::vector<TokenLogprob>(), holding = r.tools.active(),
-       held = std::string()](size_t, httplib::DataSink& sink) mutable {
-        std::deque<std::string> got;
-        bool done = false;
-        GenerationStats st;
+      [this, ch, r, rid, created, deadline, sent](size_t, httplib::DataSink& sink) mutable {
+        const size_t n = ch->choices.size();
+        std::vector<std::deque<std::string>> got(n);
+        std::vector<bool> done(n);
+        std::vector<GenerationStats> stats(n);
         {
           std::unique_lock<std::mutex> lock(ch->m);
-          ch->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !ch->pieces.empty() || ch->done; });
-          got.swap(ch->pieces);
-          done = ch->done;
-          st = ch->stats;
-          unsent.insert(unsent.end(), ch->logprobs.begin() + static_cast<std::ptrdiff_t>(sent_logprobs), ch->logprobs.end());
-          sent_logprobs = ch->logprobs.size();
+          ch->cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+            for (size_t i = 0; i < n; ++i)
+              if (!ch->choices[i].pieces.empty() || (ch->choices[i].done && !sent[i].finished)) return true;
+            return false;
+          });
+          for (size_t i = 0; i < n; ++i) {
+            Channel::Choice& c = ch->choices[i];
+            got[i].swap(c.pieces);
+            done[i] = c.done;
+            stats[i] = c.stats;
+            sent[i].unsent.insert(sent[i].unsent.end(), c.logprobs.begin() + static_cast<std::ptrdiff_t>(sent[i].logprobs), c.logprobs.end());
+            sent[i].logprobs = c.logprobs.size();
+          }
         }
-        // The tokens' logprobs so far go with the next chunk sent (a token's
+        const Tokenizer& tok = model_.tokenizer();
+        // A choice's tokens' logprobs so far go with its next chunk sent (a token's
         // text may come in a later one: held back for a stop string or a whole character).
-        auto take_logprobs = [&]() -> json {
+        auto take_logprobs = [&](Sent& s) -> json {
           if (r.options.logprobs < 0) return nullptr;
-          json j = logprobs_json(r, unsent, model_.tokenizer(), &offset);
-          unsent.clear();
+          json j = logprobs_json(r, s.unsent, tok, &s.offset);
+          s.unsent.clear();
           return j;
         };
         auto send = [&](const json& event) {
-          const std::string s = "data: " + dump(event) + "\n\n";
-          return sink.write(s.data(), s.size());
+          const std::string e = "data: " + dump(event) + "\n\n";
+          return sink.write(e.data(), e.size());
         };
-        if (!sink.is_writable() || (!done && Clock::now() > deadline)) {
+        const bool all_done = std::all_of(done.begin(), done.end(), [](bool d) { return d; });
+        if (!sink.is_writable() || (!all_done && Clock::now() > deadline)) {
           ch->closed = true;
-          scheduler_->cancel(id);
+          cancel(*ch);
           if (!sink.is_writable()) return false;
         }
-        for (std::string& p : got) {
-          if (holding) {  // a reply that may be a tool call is sent whole at its end, as calls or as text
-            held += p;
-            if (may_be_tool_call(held)) continue;
-            holding = false;
-            p.swap(held);
+        for (size_t i = 0; i < n; ++i) {
+          Sent& s = sent[i];
+          for (std::string& p : got[i]) {
+            if (s.holding) {
+              s.held += p;
+              if (may_be_tool_call(s.held)) continue;
+              s.holding = false;
+              p.swap(s.held);
+            }
+            if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, s.first, take_logprobs(s), i))) {
+              ch->closed = true;
+              cancel(*ch);
+              return false;
+            }
+            s.first = false;
           }
-          if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, first, take_logprobs()))) {
-            ch->closed = true;
-            scheduler_->cancel(id);
-            return false;
-          }
-          first = false;
-        }
-        if (done) {
+          if (!done[i] || s.finished) continue;
           std::vector<ToolCall> calls;
-          if (!held.empty()) {
-            calls = read_tool_calls(held, tool_call_id_prefix(id));
-            send(calls.empty() ? chunk_json(r, rid, created, opt_.model_name, held, nullptr, first, take_logprobs())
-                               : tool_calls_chunk_json(r, rid, created, opt_.model_name, calls, first));
-            first = false;
+          if (!s.held.empty()) {
+            calls = read_tool_calls(s.held, tool_call_id_prefix(ch->choices[i].id));
+            send(calls.empty() ? chunk_json(r, rid, created, opt_.model_name, s.held, nullptr, s.first, take_logprobs(s), i)
+                               : tool_calls_chunk_json(r, rid, created, opt_.model_name, calls, s.first, i));
+            s.first = false;
           }
-          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(st, calls), first,
-                          unsent.empty() ? json(nullptr) : take_logprobs()));
-          if (r.include_usage) send(usage_chunk_json(r, rid, created, opt_.model_name, st));
+          send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(stats[i], calls), s.first,
+                          s.unsent.empty() ? json(nullptr) : take_logprobs(s), i));
+          s.finished = true;
+        }
+        if (all_done) {
+          if (r.include_usage) send(usage_chunk_json(r, rid, created, opt_.model_name, usage_json(stats, r.n)));
           const std::string end = "data: [DONE]\n\n";
           sink.write(end.data(), end.size());
           sink.done();
         }
         return true;
       },
-      [this, ch, id](bool success) {
-        if (!success && !ch->done) {  // the client went away mid-stream: free its slot now
+      [this, ch](bool success) {
+        bool all_done = false;
+        {
+          std::lock_guard<std::mutex> lock(ch->m);
+          all_done = ch->all_done();
+        }
+        if (!success && !all_done) {  // the client went away mid-stream: free its slots now
           ch->closed = true;
-          scheduler_->cancel(id);
+          cancel(*ch);
         }
         --in_flight_;
       });

@@ -73,6 +73,7 @@ class Server {
   bool authorized(const httplib::Request& req) const;
   void send_error(httplib::Response& res, const ApiError& e) const;
   int64_t submit(ScheduledRequest r);
+  void cancel(Channel& ch);  // every choice of the request
 
   const Model& model_;
   ServerOptions opt_;
