@@ -72,6 +72,26 @@ Scheduler::~Scheduler() {
 }
 
 int64_t Scheduler::submit(ScheduledRequest r) {
+  std::vector<ScheduledRequest> one;
+  one.push_back(std::move(r));
+  return submit(std::move(one))[0];
+}
+
+std::vector<int64_t> Scheduler::submit(std::vector<ScheduledRequest> rs) {
+  for (const ScheduledRequest& r : rs) check(r);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.size() + rs.size() > opt_.max_queued)
+    throw QueueFull("the server is busy: " + std::to_string(queue_.size()) + " requests are waiting already" +
+                    (rs.size() > 1 ? " (this one would add " + std::to_string(rs.size()) + ")" : ""));
+  std::vector<int64_t> ids;
+  for (ScheduledRequest& r : rs) {
+    ids.push_back(next_id_++);
+    queue_.push_back({ids.back(), std::move(r)});
+  }
+  return ids;
+}
+
+void Scheduler::check(const ScheduledRequest& r) const {
   if (r.prompt.empty()) throw Error("the prompt is empty");
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
   const int64_t max_tokens = std::max<int64_t>(0, r.options.max_tokens);
@@ -79,14 +99,8 @@ int64_t Scheduler::submit(ScheduledRequest r) {
   if (n_prompt + max_tokens > room)
     throw Error("the prompt (" + std::to_string(n_prompt) + " tokens) and max_tokens (" + std::to_string(max_tokens) +
                 ") do not fit in the context of " + std::to_string(room) + " tokens per request");
-  Sampler check(r.options.sampling);  // bad sampling parameters are the caller's error, now
-  (void)check;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (queue_.size() >= opt_.max_queued)
-    throw QueueFull("the server is busy: " + std::to_string(queue_.size()) + " requests are waiting already");
-  const int64_t id = next_id_++;
-  queue_.push_back({id, std::move(r)});
-  return id;
+  Sampler sampler(r.options.sampling);  // bad sampling parameters are the caller's error, now
+  (void)sampler;
 }
 
 bool Scheduler::cancel(int64_t id) {

@@ -95,6 +95,9 @@ class Scheduler {
   // already; Error for an empty prompt or one whose prompt and max_tokens
   // cannot fit in slot_ctx or in the whole pool.
   int64_t submit(ScheduledRequest r);
+  // Several at once (one HTTP request's choices), all or none: QueueFull
+  // when they would take the queue past max_queued; ids in their order.
+  std::vector<int64_t> submit(std::vector<ScheduledRequest> rs);
   // Ends a queued or running request at the next step, stop reason
   // "cancelled" (its on_done still runs). False when the id is not waiting or running.
   bool cancel(int64_t id);
@@ -121,6 +124,7 @@ class Scheduler {
  private:
   struct Sequence;
 
+  void check(const ScheduledRequest& r) const;  // Error where submit() refuses it whatever the queue
   void admit();
   bool fits(int64_t n_context) const;  // a slot is free and the pool can hold this context now
   void start(Sequence& s);             // a slot, and the blocks the prefix cache has of its context

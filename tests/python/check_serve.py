@@ -323,27 +323,28 @@ def test_choices(srv):
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
     model = client.models.list().data[0].id
     msgs = [{"role": "user", "content": "Write one sentence about the sea."}]
-    three = client.chat.completions.create(model=model, messages=msgs, n=3, max_tokens=24, temperature=1.0, seed=7)
+    # (n=2: this server queues 2 requests at most, and a request's choices are queued all or none)
+    pair = client.chat.completions.create(model=model, messages=msgs, n=2, max_tokens=24, temperature=1.0, seed=7)
     one = client.chat.completions.create(model=model, messages=msgs, max_tokens=24, temperature=1.0, seed=7)
-    replies = [c.message.content for c in sorted(three.choices, key=lambda c: c.index)]
-    check(len(replies) == 3 and replies[0] == one.choices[0].message.content and len(set(replies)) >= 2,
-          f"n=3: three choices, the first the seed's own, the others drawn apart ({replies})")
-    check(three.usage.prompt_tokens == one.usage.prompt_tokens,
-          f"n=3: the prompt counts once ({three.usage.prompt_tokens} / {one.usage.prompt_tokens})")
+    replies = [c.message.content for c in sorted(pair.choices, key=lambda c: c.index)]
+    check(len(replies) == 2 and replies[0] == one.choices[0].message.content and len(set(replies)) == 2,
+          f"n=2: two choices, the first the seed's own, the other drawn apart ({replies})")
+    check(pair.usage.prompt_tokens == one.usage.prompt_tokens,
+          f"n=2: the prompt counts once ({pair.usage.prompt_tokens} / {one.usage.prompt_tokens})")
     streamed, finished = {}, {}
-    for chunk in client.chat.completions.create(model=model, messages=msgs, n=3, max_tokens=24, temperature=1.0, seed=7,
+    for chunk in client.chat.completions.create(model=model, messages=msgs, n=2, max_tokens=24, temperature=1.0, seed=7,
                                                 stream=True):
         for c in chunk.choices:
             streamed[c.index] = streamed.get(c.index, "") + (c.delta.content or "")
             finished[c.index] = c.finish_reason or finished.get(c.index)
-    check([streamed.get(i) for i in range(3)] == replies and all(finished.get(i) for i in range(3)),
-          f"n=3 streamed: each index's deltas give its choice, each with its finish_reason ({streamed})")
+    check([streamed.get(i) for i in range(2)] == replies and all(finished.get(i) for i in range(2)),
+          f"n=2 streamed: each index's deltas give its choice, each with its finish_reason ({streamed})")
     s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "n": 65})
     err = json.loads(body).get("error", {})
     check(s == 400 and err.get("param") == "n", f"n past the limit: a 400 naming n ({s} {err.get('message')!r})")
-    # More choices than the running slots and the queue hold (2 + 2 here): refused whole, the ones queued withdrawn.
-    s, _, _ = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "n": 8, "max_tokens": 4})
-    check(s == 429, f"n=8 past --parallel and --max-queue: 429 ({s})")
+    # More choices than the queue holds (2 here): refused whole.
+    s, _, body = srv.request("POST", "/v1/chat/completions", {"messages": msgs, "n": 3, "max_tokens": 4})
+    check(s == 429 and "would add 3" in body.decode(), f"n=3 past --max-queue 2: 429, nothing queued ({s} {body[:120]!r})")
     check(srv.healthy(), "choices: healthy after")
 
 

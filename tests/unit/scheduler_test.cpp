@@ -534,6 +534,24 @@ TEST_F(SchedulerTest, QueueBoundAndRequestsThatCannotFit) {
   sched.run_until_idle();
   EXPECT_EQ(sched.running(), 0);
   EXPECT_EQ(sched.queued(), 0u);
+
+  // Several at once (a request's choices): all or none, whatever the order the step thread takes them.
+  auto several = [&](size_t n, int64_t n_prompt) {
+    std::vector<ScheduledRequest> rs;
+    for (size_t i = 0; i < n; ++i) rs.push_back(request(n_prompt, 4));
+    return rs;
+  };
+  EXPECT_THROW(sched.submit(several(3, 8)), QueueFull);
+  EXPECT_EQ(sched.queued(), 0u);
+  std::vector<ScheduledRequest> bad = several(2, 8);
+  bad[1].prompt.clear();
+  EXPECT_THROW(sched.submit(std::move(bad)), Error);
+  EXPECT_EQ(sched.queued(), 0u);
+  const std::vector<int64_t> ids = sched.submit(several(2, 8));
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[1], ids[0] + 1);
+  EXPECT_EQ(sched.queued(), 2u);
+  sched.run_until_idle();
 }
 
 TEST_F(SchedulerTest, CancelEndsARequestAndFreesItsSlot) {

@@ -214,14 +214,14 @@ void Server::send_error(httplib::Response& res, const ApiError& e) const {
   res.set_content(dump(error_json(e)), "application/json");
 }
 
-int64_t Server::submit(ScheduledRequest r) {
-  const int64_t id = scheduler_->submit(std::move(r));
+std::vector<int64_t> Server::submit(std::vector<ScheduledRequest> rs) {
+  std::vector<int64_t> ids = scheduler_->submit(std::move(rs));
   {
     std::lock_guard<std::mutex> lock(work_mutex_);
     work_ = true;
   }
   work_cv_.notify_one();
-  return id;
+  return ids;
 }
 
 void Server::cancel(Channel& ch) {
@@ -345,25 +345,18 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     };
     return sr;
   };
-  for (size_t i = 0; i < n_choices; ++i) {
-    try {
-      ch->choices[i].id = submit(scheduled(i));
-      continue;
-    } catch (const QueueFull& e) {
-      res.set_header("Retry-After", "1");
-      send_error(res, ApiError(429, "rate_limit_error", e.what()));
-    } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
-      send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
-    }
-    // The choices not submitted are refunded here, those submitted at their (cancelled) ends.
-    for (size_t k = i; k < n_choices; ++k) {
-      rate_limiter_.refund(rate_key, charge_of(k));
-      ch->choices[k].done = true;
-    }
-    cancel(*ch);
-    std::unique_lock<std::mutex> lock(ch->m);
-    ch->cv.wait(lock, [&] { return ch->all_done(); });
-    return;
+  try {  // all the choices or none
+    std::vector<ScheduledRequest> srs;
+    for (size_t i = 0; i < n_choices; ++i) srs.push_back(scheduled(i));
+    const std::vector<int64_t> ids = submit(std::move(srs));
+    for (size_t i = 0; i < n_choices; ++i) ch->choices[i].id = ids[i];
+  } catch (const QueueFull& e) {
+    rate_limiter_.refund(rate_key, charged);
+    res.set_header("Retry-After", "1");
+    return send_error(res, ApiError(429, "rate_limit_error", e.what()));
+  } catch (const Error& e) {  // does not fit the context, or bad sampling parameters
+    rate_limiter_.refund(rate_key, charged);
+    return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
   }
   ++in_flight_;  // until the answer is out: a shutdown waits for it, queued or running
   {

@@ -72,7 +72,7 @@ class Server {
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   bool authorized(const httplib::Request& req) const;
   void send_error(httplib::Response& res, const ApiError& e) const;
-  int64_t submit(ScheduledRequest r);
+  std::vector<int64_t> submit(std::vector<ScheduledRequest> rs);  // all or none
   void cancel(Channel& ch);  // every choice of the request
 
   const Model& model_;
