@@ -190,6 +190,21 @@ void Scheduler::start(Sequence& s) {
   kv_.unref(part.block);
 }
 
+// A prompt whose first block a running request is still computing (the n
+// choices of one prompt, a chat's users sharing a system prompt that
+// arrive together): admitted once those blocks are in the prefix cache, it
+// takes them instead of computing the same prompt again beside it.
+bool Scheduler::shares_a_prefill(const ScheduledRequest& r) const {
+  if (!prefix_ || r.prompt_logprobs >= 0 || static_cast<int64_t>(r.prompt.size()) < B) return false;
+  for (const auto& s : running_) {
+    const auto& p = s->request.prompt;
+    if (s->request.prompt_logprobs < 0 && s->computed < static_cast<int64_t>(p.size()) &&
+        static_cast<int64_t>(p.size()) >= B && std::equal(p.begin(), p.begin() + B, r.prompt.begin()))
+      return true;
+  }
+  return false;
+}
+
 void Scheduler::admit() {
   std::vector<int64_t> cancels;
   std::vector<Waiting> dropped;
@@ -238,6 +253,7 @@ void Scheduler::admit() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.empty() || !fits(static_cast<int64_t>(queue_.front().request.prompt.size()))) return;
+      if (shares_a_prefill(queue_.front().request)) return;  // its blocks come from the prefix cache a step or two later
       s->id = queue_.front().id;
       s->request = std::move(queue_.front().request);
       queue_.pop_front();

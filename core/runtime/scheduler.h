@@ -126,6 +126,7 @@ class Scheduler {
 
   void check(const ScheduledRequest& r) const;  // Error where submit() refuses it whatever the queue
   void admit();
+  bool shares_a_prefill(const ScheduledRequest& r) const;  // a running request is computing its first block
   bool fits(int64_t n_context) const;  // a slot is free and the pool can hold this context now
   void start(Sequence& s);             // a slot, and the blocks the prefix cache has of its context
   void release_slot(Sequence& s);      // its blocks and slot go back; it computes everything again

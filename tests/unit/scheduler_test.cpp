@@ -316,6 +316,29 @@ TEST_F(SchedulerTest, SharedPrefixTakesCachedBlocks) {
   expect_blocks_returned(plain);
 }
 
+// Requests of one prompt submitted together (a request's n choices): the
+// first computes it, the others wait for its blocks in the prefix cache
+// rather than computing the same prompt beside it, and generate the same.
+TEST_F(SchedulerTest, ChoicesOfOnePromptComputeItOnce) {
+  std::mt19937 rng(6);
+  const std::vector<int32_t> prompt = random_prompt(rng, 200, static_cast<int32_t>(model_->tokenizer().n_vocab()));
+  const SchedulerOptions so = options(3, 512);
+  Scheduler sched(*model_, so);
+  Scheduler plain(*model_, [&] { SchedulerOptions p = so; p.prefix_cache = false; return p; }());
+  const std::vector<Outcome> out = run_all(sched, {prompt, prompt, prompt}, greedy(8));
+  const std::vector<Outcome> alone = run_all(plain, {prompt, prompt, prompt}, greedy(8));
+  EXPECT_EQ(out[0].stats.n_prefilled, 200);
+  for (int i : {1, 2}) {
+    // Three blocks from the cache; the fourth, which the first is still writing, computed.
+    EXPECT_EQ(out[i].stats.n_prefilled, 200 - 3 * KvCache::kBlock) << i;
+    EXPECT_EQ(out[i].text, alone[i].text) << i;
+    EXPECT_EQ(alone[i].stats.n_prefilled, 200) << i;
+  }
+  EXPECT_EQ(out[0].text, alone[0].text);
+  expect_blocks_returned(sched);
+  expect_blocks_returned(plain);
+}
+
 // The copy of a partly shared block is made when the pool holds nothing but
 // cached blocks too: the least recently used one is evicted for it (before,
 // the copy was skipped and its tokens computed again: a busy server, whose
