@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "core/runtime/sampler.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace basalt::test {
@@ -27,6 +28,17 @@ inline Tokenizer byte_vocab(std::initializer_list<const char*> pieces = {}) {
   d.scores.assign(d.tokens.size(), 0.0f);
   d.unk_id = 0, d.bos_id = 1, d.eos_id = 2;
   return Tokenizer(std::move(d));
+}
+
+// Sampling that draws every token by its probability alone (no top-k, top-p
+// or min-p cut): random logits then reach every path a grammar allows.
+inline SamplingParams untruncated_sampling() {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  s.top_k = 0;
+  s.top_p = 1.0f;
+  s.min_p = 0.0f;
+  return s;
 }
 
 }  // namespace basalt::test

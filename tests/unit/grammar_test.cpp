@@ -255,10 +255,7 @@ TEST(TokenConstraint, GenerationFromRandomLogitsIsAnInstance) {
   GenerateOptions opt;
   opt.grammar = std::make_shared<const Grammar>(json_schema_grammar(schema));
   opt.max_tokens = 400;
-  opt.sampling.temperature = 1.0f;
-  opt.sampling.top_k = 0;
-  opt.sampling.top_p = 1.0f;
-  opt.sampling.min_p = 0.0f;
+  opt.sampling = test::untruncated_sampling();
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));

@@ -55,6 +55,9 @@ TEST(ToolCalls, ToolsBecomeASystemMessageAndAGrammar) {
   ASSERT_EQ(s.messages.size(), 2u);
   EXPECT_EQ(s.messages[0].content.rfind("Be brief.\n\nYou can call", 0), 0u) << s.messages[0].content;
 
+  // "auto" among no tools: nothing to offer (clients send it so).
+  EXPECT_FALSE(parse_chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [], "tool_choice": "auto"})").tools.active());
+
   // tool_choice "none": the tools are not offered.
   const CompletionRequest none = with_tools(R"(, "tool_choice": "none")");
   EXPECT_FALSE(none.tools.active());
@@ -238,10 +241,7 @@ TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
                                           "location", "unit", "celsius", "{}", "}}", "Paris", "It", "\u2581is"});
   GenerateOptions opt = with_tools().options;
   opt.max_tokens = 400;
-  opt.sampling.temperature = 1.0f;
-  opt.sampling.top_k = 0;
-  opt.sampling.top_p = 1.0f;
-  opt.sampling.min_p = 0.0f;
+  opt.sampling = test::untruncated_sampling();
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));

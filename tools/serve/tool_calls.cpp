@@ -136,8 +136,9 @@ ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools) {
     } else {
       throw bad(std::string(choice_param) + " must be \"none\", \"auto\", \"required\" or name a function", choice_param);
     }
-    if (t.choice != ToolRequest::Choice::none && t.tools.empty())
+    if (t.choice == ToolRequest::Choice::required && t.tools.empty())
       throw bad(std::string(choice_param) + " asks for a call, but no tools are given", choice_param);
+    if (t.tools.empty()) t.choice = ToolRequest::Choice::none;  // "auto" among no tools
   }
   if (const ordered_json* p = field(body, "parallel_tool_calls")) {
     if (!p->is_boolean()) throw bad("parallel_tool_calls must be true or false", "parallel_tool_calls");
