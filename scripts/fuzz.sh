@@ -6,7 +6,8 @@
 # per target. Corpora persist in $FUZZ_DIR/corpus/TARGET (default
 # build-fuzz/work), so runs add up; crashes land in $FUZZ_DIR/crashes/TARGET.
 #
-#   scripts/fuzz.sh [SECONDS]        ONLY=REGEX picks targets; JOBS=N builds with N jobs;
+#   scripts/fuzz.sh [SECONDS]        ONLY=REGEX picks targets; JOBS=N builds with N jobs; FUZZ_JOBS=N
+#                                    runs N targets at once (the CPUs by default);
 #                                    FUZZ_SEED=N and FUZZ_RUNS=N (inputs per target, SECONDS
 #                                    still the cap) repeat a run exactly (CI's: scripts/test.sh)
 #
@@ -98,27 +99,25 @@ tok_gguf=$seeds/generated/llama_q4_0.gguf
 default_gguf=$("$py" "$root/scripts/default_model.py" 2>/dev/null || true)
 [ -n "$default_gguf" ] && [ -f "$default_gguf" ] && tok_gguf=$tok_gguf:$default_gguf
 
-# ---- runs
-printf '%-16s %12s %8s %8s %8s %8s %12s %8s\n' target executions cov features corpus crashes 'slowest ms' 'ms/KB'
-status=0
-for bin in "$build"/bin/fuzz_*; do
-  name=$(basename "$bin"); name=${name#fuzz_}
-  [[ -n "${ONLY:-}" && ! "$name" =~ $ONLY ]] && continue
+# ---- runs: the targets $(nproc) at a time (each is one process), rows printed in order at the end
+run_target() {
+  local name=$1 bin=$build/bin/fuzz_$1
   seed "$name"
-  corpus=$work/corpus/$name crashes=$work/crashes/$name log=$work/logs/$name.log
+  local corpus=$work/corpus/$name crashes=$work/crashes/$name log=$work/logs/$name.log
   mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
-  started=$work/logs/$name.started
+  local started=$work/logs/$name.started
   touch "$started"
-  opts=()
+  local opts=()
   [ -f "$root/tests/fuzz/$name.dict" ] && opts+=(-dict="$root/tests/fuzz/$name.dict")
   [ -n "${FUZZ_SEED:-}" ] && opts+=(-seed="$FUZZ_SEED")
   [ -n "${FUZZ_RUNS:-}" ] && opts+=(-runs="$FUZZ_RUNS")
-  regressions=()  # inputs that once crashed a target (tests/data/fuzz): replayed first by every run
+  local regressions=()  # inputs that once crashed a target (tests/data/fuzz): replayed first by every run
   [ -d "$root/tests/data/fuzz/$name" ] && regressions=("$root/tests/data/fuzz/$name")
-  max_len=65536
+  local max_len=65536 failed=0
   [ "$name" = hf_folder ] && max_len=131072  # a whole (small) model folder
   BASALT_FUZZ_GGUF=$tok_gguf "$bin" "$corpus" "$seeds/$name" "${regressions[@]}" "${opts[@]}" -max_total_time="$secs" -max_len=$max_len \
-    -rss_limit_mb=4096 -timeout=10 -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || status=1
+    -rss_limit_mb=4096 -timeout=10 -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || failed=1
+  local execs cov n_corpus n_crash slow_ms slow_size ms_per_kb
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
   n_corpus=$(find "$corpus" -type f | wc -l)
@@ -126,6 +125,25 @@ for bin in "$build"/bin/fuzz_*; do
   # every corpus input timed once: the slowest, and the most time per byte (super-linear paths)
   read -r slow_ms slow_size ms_per_kb < <(BASALT_FUZZ_GGUF=$tok_gguf "$py" "$root/scripts/fuzz_slowest.py" "$bin" "$corpus")
   printf '%-16s %12s %8s %8s %8s %8s %12s %8s\n' "$name" "$execs" "$(echo "$cov" | awk '{print $2}')" \
-    "$(echo "$cov" | awk '{print $4}')" "$n_corpus" "$n_crash" "$slow_ms ($slow_size B)" "$ms_per_kb"
+    "$(echo "$cov" | awk '{print $4}')" "$n_corpus" "$n_crash" "$slow_ms ($slow_size B)" "$ms_per_kb" >"$work/logs/$name.row"
+  echo "$failed" >"$work/logs/$name.failed"
+}
+names=()
+for bin in "$build"/bin/fuzz_*; do
+  name=$(basename "$bin"); name=${name#fuzz_}
+  [[ -n "${ONLY:-}" && ! "$name" =~ $ONLY ]] && continue
+  names+=("$name")
+done
+for name in "${names[@]}"; do
+  rm -f "$work/logs/$name.row" "$work/logs/$name.failed"
+  run_target "$name" &
+  while [ "$(jobs -rp | wc -l)" -ge "${FUZZ_JOBS:-$(nproc)}" ]; do wait -n || true; done
+done
+wait
+printf '%-16s %12s %8s %8s %8s %8s %12s %8s\n' target executions cov features corpus crashes 'slowest ms' 'ms/KB'
+status=0
+for name in "${names[@]}"; do
+  cat "$work/logs/$name.row" 2>/dev/null || echo "$name: no result (see $work/logs/$name.log)"
+  [ "$(cat "$work/logs/$name.failed" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status
