@@ -26,14 +26,14 @@ vocabularies); --pre gives a byte-level BPE one another pre-tokenizer, and
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import struct
 from pathlib import Path
 
 import gguf
 import numpy as np
+
+from gguf_file import GgufFile
 
 # GGUF tokenizer.ggml.pre -> the tokenizer.json pre_tokenizer transformers writes for it.
 _LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -59,39 +59,9 @@ PRE_TOKENIZERS = {
 PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["gpt2"]
 
 
-def field(r: gguf.GGUFReader | dict, key: str, default=None):
-    if isinstance(r, dict):
-        return r.get(key, default)
-    f = r.get_field(key)
-    return default if f is None else f.contents()
-
-
-CACHE_MIN_BYTES = 64 << 20  # the real models of the packages; the tests' small temporary ones read fast
-
-
-def tokenizer_fields(path: str) -> dict:
-    """The GGUF's tokenizer.* metadata. gguf's reader takes about 16 s over Gemma 3's 262,144-token
-    arrays and the tests make several folders of it, so a large file's fields are cached in
-    ~/.cache/basalt-tests, by its absolute path, size and mtime (v1: this function's output)."""
-    st = os.stat(path)
-    key = f"{os.path.abspath(path)}-{st.st_size}-{st.st_mtime_ns}-v1".encode()
-    cache = Path.home() / ".cache" / "basalt-tests" / f"{Path(path).name}-{hashlib.sha256(key).hexdigest()[:16]}.json"
-    if st.st_size >= CACHE_MIN_BYTES:
-        try:
-            return json.loads(cache.read_text())
-        except (OSError, ValueError):  # none yet, or unreadable: read the file
-            pass
-    r = gguf.GGUFReader(path)
-    fields = {key: field(r, key) for key in r.fields if key.startswith("tokenizer.")}
-    if st.st_size >= CACHE_MIN_BYTES:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # tests run in parallel: whole files only
-            tmp.write_text(json.dumps(fields))
-            os.replace(tmp, cache)
-        except OSError:  # a read-only home: no cache, same result
-            pass
-    return fields
+def field(r: GgufFile | dict, key: str, default=None):
+    value = (r if isinstance(r, dict) else r.fields).get(key)
+    return default if value is None else value
 
 
 # transformers' Gemma3TextConfig defaults: a multimodal config's text_config leaves these out.
@@ -118,7 +88,7 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[list[str]]:
     return [[a, b] for _, a, b in merges]
 
 
-def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool,
+def spm_tokenizer(r: GgufFile | dict, tokens: list[str], types: list[int], space_prefix: bool, metaspace: bool,
                   split_spaces: bool = False) -> dict:
     """tokenizer.json for a SentencePiece vocabulary, as transformers converts Llama 2 / Gemma ones:
     BPE with byte fallback, spaces as U+2581 by a normalizer (or, newer, the Metaspace pre-tokenizer).
@@ -147,7 +117,7 @@ def spm_tokenizer(r: gguf.GGUFReader | dict, tokens: list[str], types: list[int]
     }
 
 
-def write_tokenizer(r: gguf.GGUFReader | dict, out: Path, pre: str | None = None, space_prefix: bool | None = None,
+def write_tokenizer(r: GgufFile | dict, out: Path, pre: str | None = None, space_prefix: bool | None = None,
                     add_bos: bool | None = None, metaspace: bool = False, split_spaces: bool = False) -> None:
     if field(r, "tokenizer.ggml.model") == "llama":
         write_spm_tokenizer(r, out, space_prefix, add_bos, metaspace, split_spaces)
@@ -176,7 +146,7 @@ def write_tokenizer(r: gguf.GGUFReader | dict, out: Path, pre: str | None = None
                                              "add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False))})
 
 
-def write_tokenizer_configs(r: gguf.GGUFReader | dict, out: Path, tokens: list[str], cfg: dict) -> None:
+def write_tokenizer_configs(r: GgufFile | dict, out: Path, tokens: list[str], cfg: dict) -> None:
     """tokenizer_config.json (cfg + the special tokens and chat template) and generation_config.json."""
     name = lambda key: tokens[field(r, key)] if field(r, key) is not None else None
     cfg |= {"bos_token": name("tokenizer.ggml.bos_token_id"), "eos_token": name("tokenizer.ggml.eos_token_id"),
@@ -189,7 +159,7 @@ def write_tokenizer_configs(r: gguf.GGUFReader | dict, out: Path, tokens: list[s
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
 
 
-def write_spm_tokenizer(r: gguf.GGUFReader | dict, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool,
+def write_spm_tokenizer(r: GgufFile | dict, out: Path, space_prefix: bool | None, add_bos: bool | None, metaspace: bool,
                         split_spaces: bool) -> None:
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type", [1] * len(tokens))
@@ -201,7 +171,7 @@ def write_spm_tokenizer(r: gguf.GGUFReader | dict, out: Path, space_prefix: bool
                                              "add_eos_token": False})
 
 
-def tensor(r: gguf.GGUFReader, name: str) -> tuple[np.ndarray, str]:
+def tensor(r: GgufFile, name: str) -> tuple[np.ndarray, str]:
     """The tensor as float32 in numpy (PyTorch) order, and its safetensors dtype."""
     t = next((t for t in r.tensors if t.name == name), None)
     if t is None:
@@ -271,9 +241,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     flag = lambda v: None if v is None else v == "true"
     if a.vocab_only:
-        write_tokenizer(tokenizer_fields(a.gguf), out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace, a.split_spaces)
+        write_tokenizer(GgufFile(a.gguf), out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace, a.split_spaces)
         return 0
-    r = gguf.GGUFReader(a.gguf)
+    r = GgufFile(a.gguf)
     write_tokenizer(r, out, a.pre, flag(a.space_prefix), flag(a.add_bos), a.metaspace, a.split_spaces)
 
     arch = field(r, "general.architecture")

@@ -67,6 +67,8 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import LlamaFileType as FT
 
+from gguf_file import GgufFile
+
 QK_K = 256
 
 
@@ -443,15 +445,14 @@ def default_model_path() -> str:
 
 def copy_smollm2_vocab(w: gguf.GGUFWriter) -> int:
     """Copy every tokenizer.* key (chat template included) from the SmolLM2 GGUF."""
-    r = gguf.GGUFReader(default_model_path())
+    r = GgufFile(default_model_path())
     n_vocab = 0
-    for key, field in r.fields.items():
+    for key, val in r.fields.items():
         if not key.startswith("tokenizer."):
             continue
-        vtype = field.types[0]
-        val = field.contents()
+        vtype = r.types[key][0]
         if vtype == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(key, val, vtype, sub_type=field.types[-1])
+            w.add_key_value(key, val, vtype, sub_type=r.types[key][1])
         else:
             w.add_key_value(key, val, vtype)
         if key == "tokenizer.ggml.tokens":

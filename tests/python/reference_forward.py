@@ -7,8 +7,9 @@
 
 or, from Python: forward(path, tokens) -> float32 array [n_tokens, n_vocab].
 
-Weights are read with gguf.GGUFReader and dequantized with
-gguf.quants.dequantize; all arithmetic is float64, so the only error left is
+Weights are read by gguf_file.py (the layout gguf.GGUFReader reads, faster
+over a real vocabulary) and dequantized with gguf.quants.dequantize;
+all arithmetic is float64, so the only error left is
 the weights' own quantization, which the engine sees too.
 
 GGUF conventions used here (checked against llama.cpp, see
@@ -39,6 +40,8 @@ import sys
 import numpy as np
 import gguf
 
+from gguf_file import GgufFile
+
 # rope ordering per architecture: False = adjacent pairs, True = NeoX halves
 ROPE_NEOX = {"llama": False, "qwen2": True, "gemma2": True, "gemma3": True}
 
@@ -48,7 +51,7 @@ class Model:
 
     def __init__(self, path: str):
         self.path = path
-        self.reader = gguf.GGUFReader(path)
+        self.reader = GgufFile(path)
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.arch = self.meta("general.architecture")
         if self.arch not in ROPE_NEOX:
@@ -105,12 +108,12 @@ class Model:
         return self.window > 0 and (self.swa_period == 0 or i % self.swa_period != self.swa_period - 1)
 
     def meta(self, key: str, default=None):
-        field = self.reader.get_field(key)
-        if field is None:
+        value = self.reader.fields.get(key)
+        if value is None:
             if default is None:
                 raise KeyError(f"{self.path}: metadata key {key} is missing")
             return default
-        return field.contents()
+        return value
 
     def has(self, name: str) -> bool:
         return name in self.tensors
@@ -292,6 +295,17 @@ def int15_per_block(w: np.ndarray) -> np.ndarray:
     return (np.rint(blocks / safe) * step).reshape(w.shape[0], w.shape[1], -1)[..., :n]
 
 
+def dots_qk(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Scores [head, query, key] of queries [query, head, dim] and keys [key, head, dim]
+    (einsum "ihd,jhd->hij" as a batched matmul, which numpy hands to BLAS)."""
+    return np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0))
+
+
+def weigh_values(w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Weights [head, query, key] times values [key, head, dim] -> [query, head, dim] ("hij,jhd->ihd")."""
+    return np.matmul(w, v.transpose(1, 0, 2)).transpose(1, 0, 2)
+
+
 def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "f16",
               dots: str = "f32", ubatch: int = 0) -> np.ndarray:
     # h: [n_tok, d] (normed) -> [n_tok, d]
@@ -338,14 +352,14 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
             if dots == "bf16" and hd % 32 == 0:  # the query times a group's steps in bf16, on the codes, plus the minimums' term
                 qg = to_bf16(qs[c0:c1, None].astype(np.float32) * step[None].astype(np.float32))  # [query, key, head, dim]
                 scores[:, c0:c1, :c1] = (np.einsum("ijhd,jhd->hij", qg, codes - 8)
-                                         + np.einsum("ihd,jhd->hij", qs[c0:c1], mn + 8 * step))
+                                         + dots_qk(qs[c0:c1], mn + 8 * step))
             else:
-                scores[:, c0:c1, :c1] = np.einsum("ihd,jhd->hij", qs[c0:c1], mn + step * codes)
+                scores[:, c0:c1, :c1] = dots_qk(qs[c0:c1], mn + step * codes)
     else:
         kk = rep(round_kv(k, key_side, rotated))
         if dots == "bf16" and key_side == "f16" and hd % 32 == 0:
             kk = to_bf16(kk.astype(np.float16))
-        scores = np.einsum("ihd,jhd->hij", qs, kk)
+        scores = dots_qk(qs, kk)
     if m.attn_softcap:
         scores = m.attn_softcap * np.tanh(scores / m.attn_softcap)
     masked = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)       # keys after the query
@@ -365,34 +379,34 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
             out = np.empty((n_tok, m.n_head, hd))
             for g in range(0, hd, 32):
                 wg = int15_per_block(e * vscale[:, :, g].T[:, None, :])
-                out[..., g:g + 32] = np.einsum("hij,jhd->ihd", wg, cm8[..., g:g + 32])
+                out[..., g:g + 32] = weigh_values(wg, cm8[..., g:g + 32])
             out /= e.sum(axis=-1).T[..., None]
         elif bf16_p:  # P times each group's scales in bf16, on the codes, over the unrounded sum
             out = np.empty((n_tok, m.n_head, hd))
             for g in range(0, hd, 32):
                 wg = to_bf16(e * vscale[:, :, g].T[:, None, :])
-                out[..., g:g + 32] = np.einsum("hij,jhd->ihd", wg, cm8[..., g:g + 32])
+                out[..., g:g + 32] = weigh_values(wg, cm8[..., g:g + 32])
             out /= e.sum(axis=-1).T[..., None]
         else:
-            out = np.einsum("hij,jhd->ihd", e / e.sum(axis=-1, keepdims=True), vscale * cm8)
+            out = weigh_values(e / e.sum(axis=-1, keepdims=True), vscale * cm8)
         out = out @ kv_rotation(hd)                                # the values were stored rotated
     elif value_side == "q8" and dots == "int8_query_bf16_p" and hd % 32 == 0:
         # the weights exp(s - max) times each value's scale in bf16, on the codes, over the unrounded sum
         codes, scale = q8_codes(v)
         w = to_bf16(e * rep(scale)[..., 0].T[:, None, :]) / e.sum(axis=-1, keepdims=True)
-        out = np.einsum("hij,jhd->ihd", w, rep(codes))
+        out = weigh_values(w, rep(codes))
     elif value_side == "q8" and int_p:
         # the weights exp(s - max) times each value's scale to 15 bits a block, on the codes, over the unrounded sum
         codes, scale = q8_codes(v)
         w = int15_per_block(e * rep(scale)[..., 0].T[:, None, :])
-        out = np.einsum("hij,jhd->ihd", w / e.sum(axis=-1, keepdims=True), rep(codes))
+        out = weigh_values(w / e.sum(axis=-1, keepdims=True), rep(codes))
     else:
         vv = rep(round_kv(v, value_side))
         if value_side == "f16" and bf16_p and key_side == "f16":  # P V with the weights in bf16, over their unrounded sum
             w, vv = to_bf16(e) / e.sum(axis=-1, keepdims=True), to_bf16(vv.astype(np.float16))
         else:
             w = e / e.sum(axis=-1, keepdims=True)
-        out = np.einsum("hij,jhd->ihd", w, vv)
+        out = weigh_values(w, vv)
     return out.reshape(n_tok, m.n_head * hd) @ m.get(p + "attn_output.weight").T
 
 
@@ -467,10 +481,14 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
         x = x + post(i, "post_ffw_norm", ffn(m, i, rms_norm(x, m.get(p + "ffn_norm.weight"), m.eps), trace))
     x = rms_norm(x, m.get("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"  # tied
-    logits = x @ m.get(head).T
-    if m.final_softcap:
-        logits = m.final_softcap * np.tanh(logits / m.final_softcap)
-    return logits.astype(np.float32)
+    logits = np.empty((len(ids), m.n_vocab), dtype=np.float32)
+    for v0 in range(0, m.n_vocab, 16384):  # by slices of the vocabulary: a real one's float64 logits are gigabytes
+        rows = np.arange(v0, min(v0 + 16384, m.n_vocab))
+        y = x @ m.get(head, rows=rows).T
+        if m.final_softcap:
+            y = m.final_softcap * np.tanh(y / m.final_softcap)
+        logits[:, rows] = y
+    return logits
 
 
 def forward(path: str, tokens: list[int]) -> np.ndarray:
