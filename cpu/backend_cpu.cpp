@@ -21,7 +21,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const Model& m) : model_(m) {}
+  explicit CpuBackend(const Model&) {}
 
   const char* name() const override { return "cpu"; }
   bool supports(const Node&) const override { return true; }
@@ -179,7 +179,6 @@ class CpuBackend final : public Backend {
     return permuted_.data();
   }
 
-  const Model& model_;
   std::vector<CachedActs> quantized_;
   std::vector<bool> wanted_;  // per tensor: read by a qa matmul
   std::vector<float> permuted_;  // a matmul's input reordered (Weight::input_perm), and its int8 form

@@ -8,7 +8,7 @@ namespace basalt::gpu {
 
 std::string PipelineSpec::key() const {
   std::string k = shader;
-  for (uint32_t c : constants) k += "/" + std::to_string(c);
+  for (uint32_t c : constants) k.append("/").append(std::to_string(c));  // (gcc 12 warns falsely on "/" + ...)
   return k;
 }
 
