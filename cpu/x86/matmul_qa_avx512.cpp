@@ -269,7 +269,7 @@ void run_spans(const QaLayout& L, const Span* const sp[NTILE], int64_t nb, const
         for (int i = 0; i < NT; ++i) out[u][i] = o[u][i];
     };
     [&]<int... I>(std::integer_sequence<int, I...>) {  // run<nt>(), nt in 1..kMax
-      ((nt == I + 1 ? (run.template operator()<I + 1>(), true) : false) || ...);
+      (void)((nt == I + 1 ? (run.template operator()<I + 1>(), true) : false) || ...);  // (void): one I leaves no ||
     }(std::make_integer_sequence<int, kMax>{});
     // Lane l of a tile is row r - lane0 + l: written at y[t][r - a.r0 - lane0 + l].
     for (int u = 0; u < NTILE; ++u) {

@@ -11,7 +11,9 @@
 // used uninitialized once they are inlined into a kernel
 // (https://gcc.gnu.org/bugzilla/show_bug.cgi?id=105593): off for the rest of
 // each kernel file that includes this.
+#if !defined(__clang__)  // (a GCC warning only)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <cstdint>
 
