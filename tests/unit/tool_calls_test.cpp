@@ -151,11 +151,15 @@ TEST(ToolCalls, BadToolFieldsAreErrorsThatNameThem) {
       EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
     }
   }
-  try {  // the completions endpoint has no tools
-    parse_completion_request(R"({"prompt": "x", "tools": []})", false, SamplingParams{}, 16, "", ApiLimits{});
-    ADD_FAILURE() << "no error for tools on /v1/completions";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.param, "tools");
+  // The completions endpoint has no tools: the error names the field sent.
+  for (const char* name : {"tools", "functions", "tool_choice", "function_call"}) {
+    try {
+      parse_completion_request(R"({"prompt": "x", ")" + std::string(name) + R"(": "none"})", false, SamplingParams{}, 16, "",
+                               ApiLimits{});
+      ADD_FAILURE() << "no error for " << name << " on /v1/completions";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, name);
+    }
   }
 }
 

@@ -299,9 +299,11 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
   // Function calling (tools/serve/tool_calls.h). The tools' schemas are read
   // again with their members' order kept, as response_format's.
-  if (field(j, "tools") || field(j, "functions") || field(j, "tool_choice") || field(j, "function_call")) {
-    if (!chat) throw bad("tools are for /v1/chat/completions", field(j, "tools") ? "tools" : "functions");
+  for (const char* name : {"tools", "functions", "tool_choice", "function_call"}) {
+    if (!field(j, name)) continue;
+    if (!chat) throw bad("tools are for /v1/chat/completions", name);  // the first of them the request has
     r.tools = parse_tool_request(nlohmann::ordered_json::parse(body), limits.max_tools);
+    break;
   }
   if (r.tools.active()) {
     if (r.options.grammar) throw bad("tools cannot be given with response_format or grammar", "tools");
