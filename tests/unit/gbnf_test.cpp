@@ -12,14 +12,12 @@
 #include "core/error.h"
 #include "core/grammar/gbnf.h"
 #include "core/util/utf8.h"
+#include "tests/unit/grammar_matches.h"
 
 namespace basalt {
 namespace {
 
-bool matches(const Grammar& g, std::string_view text) {
-  GrammarMatcher m(g);
-  return m.accept(text) && m.can_end();
-}
+using test::matches;
 
 std::string utf8(uint32_t cp) {
   std::string s;

@@ -18,6 +18,7 @@
 #include "core/runtime/generation.h"
 #include "core/tokenizer/tokenizer_gguf.h"
 #include "tests/unit/byte_vocab.h"
+#include "tests/unit/grammar_matches.h"
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
@@ -25,10 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-bool matches(const Grammar& g, std::string_view text) {
-  GrammarMatcher m(g);
-  return m.accept(text) && m.can_end();
-}
+using test::matches;
 
 // A random JSON value's compact text: no blanks (the grammar bounds them, the
 // parser does not), numbers of few digits.

@@ -16,19 +16,11 @@
 #include "core/gguf/gguf.h"
 #include "core/tokenizer/tokenizer_gguf.h"
 #include "core/tokenizer/tokenizer_hf.h"
+#include "tests/unit/show_ids.h"
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
 namespace {
-
-std::string show(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    if (!s.empty()) s += ' ';
-    s += std::to_string(id);
-  }
-  return s;
-}
 
 class TokenizerHfRefTest : public testing::TestWithParam<std::string> {};
 
@@ -61,7 +53,7 @@ TEST_P(TokenizerHfRefTest, IdsMatchLlamaCpp) {
   int n = 0;
   for (const auto& c : refs["cases"]) {
     const std::string text = c["text"];
-    EXPECT_EQ(show(tok.encode(text, c["add_special"], c["parse_special"])), show(c["ids"].get<std::vector<int32_t>>()))
+    EXPECT_EQ(test::show_ids(tok.encode(text, c["add_special"], c["parse_special"])), test::show_ids(c["ids"].get<std::vector<int32_t>>()))
         << "text " << nlohmann::json(text).dump();
     ++n;
   }
@@ -94,8 +86,8 @@ TEST(TokenizerHf, MetaspaceFirstPrefixesOnlyTheStart) {
   std::vector<int32_t> want = every.encode("Hi", false, false);  // "\u2581Hi"
   want.push_back(turn);
   for (int32_t id : none.encode("user says", false, false)) want.push_back(id);
-  EXPECT_EQ(show(first.encode("Hi<start_of_turn>user says", false, true)), show(want));
-  EXPECT_NE(show(every.encode("Hi<start_of_turn>user says", false, true)), show(want));  // there "user" gets the prefix
+  EXPECT_EQ(test::show_ids(first.encode("Hi<start_of_turn>user says", false, true)), test::show_ids(want));
+  EXPECT_NE(test::show_ids(every.encode("Hi<start_of_turn>user says", false, true)), test::show_ids(want));  // there "user" gets the prefix
 }
 
 // A template in a file of its own: chat_template.jinja wins over
@@ -136,8 +128,8 @@ TEST(TokenizerHf, WrittenTokenizerReadsBack) {
     int n = 0;
     for (const auto& c : refs["cases"]) {
       const std::string text = c["text"];
-      ASSERT_EQ(show(written.encode(text, c["add_special"], c["parse_special"])),
-                show(original.encode(text, c["add_special"], c["parse_special"])))
+      ASSERT_EQ(test::show_ids(written.encode(text, c["add_special"], c["parse_special"])),
+                test::show_ids(original.encode(text, c["add_special"], c["parse_special"])))
           << base << ": " << nlohmann::json(text).dump();
       ++n;
     }
@@ -168,7 +160,7 @@ TEST(TokenizerHf, SplitRegexesGiveLlamaCppsIds) {
     for (const auto& c : refs["cases"]) {
       if (c["add_special"]) continue;  // BOS comes from tokenizer_config.json, not the pre-tokenizer
       const std::string text = c["text"];
-      EXPECT_EQ(show(tok.encode(text, false, c["parse_special"])), show(c["ids"].get<std::vector<int32_t>>()))
+      EXPECT_EQ(test::show_ids(tok.encode(text, false, c["parse_special"])), test::show_ids(c["ids"].get<std::vector<int32_t>>()))
           << name << ": " << nlohmann::json(text).dump();
     }
     std::filesystem::remove_all(dir);
@@ -177,7 +169,7 @@ TEST(TokenizerHf, SplitRegexesGiveLlamaCppsIds) {
   EXPECT_GE(files, 10);
 }
 
-std::string load_error(const std::string& tokenizer_json) {
+std::string tokenizer_json_error(const std::string& tokenizer_json) {
   const std::string dir = test::temp_dir("tokenizer_hf_bad");
   std::ofstream(dir + "/tokenizer.json") << tokenizer_json;
   try {
@@ -211,10 +203,10 @@ TEST(TokenizerHf, BadFilesAreErrors) {
       {R"({"model": {"type": "BPE", "byte_fallback": "yes", "vocab": {}}})", "has the wrong type"},
   };
   for (const auto& [text, message] : cases) {
-    const std::string err = load_error(text);
+    const std::string err = tokenizer_json_error(text);
     EXPECT_NE(err.find(message), std::string::npos) << text << ": got \"" << err << "\"";
   }
-  EXPECT_NE(load_error("").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(tokenizer_json_error("").find("not valid JSON"), std::string::npos);
 }
 
 // A Split regex PCRE2 cannot compile is an error naming it; a Split behavior
@@ -234,7 +226,7 @@ TEST(TokenizerHf, BadSplitRegexesAreErrors) {
   const std::string merged =
       R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"},
           "behavior": "MergedWithPrevious", "invert": false}})";
-  EXPECT_NE(load_error(merged).find("pre-tokenizer not supported"), std::string::npos) << load_error(merged);
+  EXPECT_NE(tokenizer_json_error(merged).find("pre-tokenizer not supported"), std::string::npos) << tokenizer_json_error(merged);
   std::filesystem::remove_all(dir);
 }
 

@@ -22,6 +22,7 @@
 #include "core/tokenizer/tokenizer_gguf.h"
 #include "core/util/utf8.h"
 #include "tests/unit/gguf_builder.h"
+#include "tests/unit/show_ids.h"
 #include "tests/unit/test_paths.h"
 
 namespace basalt {
@@ -135,15 +136,6 @@ TokenizerData ref_data(const RefFile& r) {
   return d;
 }
 
-std::string show(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    if (!s.empty()) s += ' ';
-    s += std::to_string(id);
-  }
-  return s;
-}
-
 class TokenizerRefTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerRefTest, IdsMatchLlamaCpp) {
@@ -152,7 +144,7 @@ TEST_P(TokenizerRefTest, IdsMatchLlamaCpp) {
   Tokenizer tok(ref_data(refs));
   for (const RefCase& c : refs.cases) {
     std::vector<int32_t> got = tok.encode(c.text, c.add_special, c.parse_special);
-    EXPECT_EQ(show(got), show(c.ids)) << "text " << nlohmann::json(c.text).dump() << " add_special " << c.add_special
+    EXPECT_EQ(test::show_ids(got), test::show_ids(c.ids)) << "text " << nlohmann::json(c.text).dump() << " add_special " << c.add_special
                                       << " parse_special " << c.parse_special;
   }
 }
@@ -182,7 +174,7 @@ TEST_P(TokenizerRefTest, DecodeGivesTextBack) {
         continue;
       std::erase_if(expected, [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); });
     }
-    EXPECT_EQ(tok.decode(ids), expected) << "ids " << show(ids);
+    EXPECT_EQ(tok.decode(ids), expected) << "ids " << test::show_ids(ids);
     ++checked;
   }
   EXPECT_GT(checked, 50);
