@@ -32,14 +32,14 @@ for w in "${which[@]}"; do
     asan)
       ./scripts/fuzz_tree.sh build-fuzz
       cmake --build build-fuzz -j "$jobs" --target basalt_tests
-      # Left out (ASAN_EXCLUDE= keeps them): accuracy checks whose code the
-      # other kernel tests run under ASan too, a minute of the 2 CPUs together.
       # ctest starts the costliest tests first by its record of earlier runs: where this tree
       # has none yet (a clean checkout, as in CI), the release tree's, or the longest would end the run alone.
       costs=build-fuzz/Testing/Temporary/CTestCostData.txt
       if [ ! -f "$costs" ] && [ -f build/Testing/Temporary/CTestCostData.txt ]; then
         mkdir -p "$(dirname "$costs")" && cp build/Testing/Temporary/CTestCostData.txt "$costs"
       fi
+      # Left out (ASAN_EXCLUDE= keeps them): accuracy checks whose code the
+      # other kernel tests run under ASan too, a minute of the 2 CPUs together.
       exclude=${ASAN_EXCLUDE-'^(Attention\.(Q4|Q8)CacheStaysCloseToF16|Attention\.ScalarRunsTheReference|AttentionIsa\.OneThreadMatchesReference/.*|Sampler\.WithoutTopKTheHeadSortedHoldsTheCut)$'}
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         ctest --test-dir build-fuzz -L quick --no-tests=error --output-on-failure -j "$jobs" ${exclude:+-E "$exclude"} "$@"
