@@ -43,7 +43,6 @@ class GgufFile:
     def __init__(self, path: str):
         with open(path, "rb") as f:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self._at = 0
         if self._map[:4] != b"GGUF":
             raise ValueError(f"{path}: not a GGUF file (magic {self._map[:4]!r})")
         self._at = 4

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/grammar_matches.h"
+
 namespace basalt::serve {
 namespace {
 
@@ -144,26 +146,22 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
 TEST(OpenAiApi, ResponseFormatBecomesAGrammar) {
   EXPECT_EQ(parse(R"({"prompt": "x"})").options.grammar, nullptr);
   EXPECT_EQ(parse(R"({"prompt": "x", "response_format": {"type": "text"}})").options.grammar, nullptr);
-  auto matches = [](const std::shared_ptr<const Grammar>& g, std::string_view text) {
-    GrammarMatcher m(*g);
-    return m.accept(text) && m.can_end();
-  };
   const auto object = parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})").options.grammar;
   ASSERT_NE(object, nullptr);
-  EXPECT_TRUE(matches(object, R"({"a": [1, {"b": null}]})"));
-  EXPECT_FALSE(matches(object, "[1]"));
+  EXPECT_TRUE(test::matches(*object, R"({"a": [1, {"b": null}]})"));
+  EXPECT_FALSE(test::matches(*object, "[1]"));
   const auto schema = parse(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
     "json_schema": {"name": "person", "strict": true, "schema": {"type": "object", "additionalProperties": false,
     "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}, "required": ["zeta", "alpha"]}}}})", true)
                                 .options.grammar;
   ASSERT_NE(schema, nullptr);
-  EXPECT_TRUE(matches(schema, R"({"zeta": "z", "alpha": 1})"));
-  EXPECT_FALSE(matches(schema, R"({"alpha": 1, "zeta": "z"})"));  // nlohmann's json would have sorted them
+  EXPECT_TRUE(test::matches(*schema, R"({"zeta": "z", "alpha": 1})"));
+  EXPECT_FALSE(test::matches(*schema, R"({"alpha": 1, "zeta": "z"})"));  // nlohmann's json would have sorted them
   // llama-server's "grammar": GBNF.
   const auto gbnf = parse(R"({"prompt": "x", "grammar": "root ::= (\"yes\" | \"no\") \"!\""})").options.grammar;
   ASSERT_NE(gbnf, nullptr);
-  EXPECT_TRUE(matches(gbnf, "no!"));
-  EXPECT_FALSE(matches(gbnf, "maybe!"));
+  EXPECT_TRUE(test::matches(*gbnf, "no!"));
+  EXPECT_FALSE(test::matches(*gbnf, "maybe!"));
 }
 
 TEST(OpenAiApi, TokenIdPromptsAndEcho) {

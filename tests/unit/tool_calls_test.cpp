@@ -11,6 +11,7 @@
 
 #include "core/runtime/generation.h"
 #include "tests/unit/byte_vocab.h"
+#include "tests/unit/grammar_matches.h"
 #include "tools/serve/openai_api.h"
 
 namespace basalt::serve {
@@ -30,11 +31,6 @@ const char* kTime = R"({"type": "function", "function": {"name": "get_time"}})";
 CompletionRequest with_tools(const std::string& extra = "") {
   return parse_chat(std::string(R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [)") + kWeather +
                     ", " + kTime + "]" + extra + "}");
-}
-
-bool takes(const Grammar& g, const std::string& text) {
-  GrammarMatcher m(g);
-  return m.accept(text) && m.can_end();
 }
 
 TEST(ToolCalls, ToolsBecomeASystemMessageAndAGrammar) {
@@ -68,33 +64,33 @@ TEST(ToolCalls, ToolsBecomeASystemMessageAndAGrammar) {
 TEST(ToolCalls, TheGrammarTakesCallsOfTheToolsAndTextUnderAuto) {
   const CompletionRequest automatic = with_tools();
   const Grammar& g = *automatic.options.grammar;
-  EXPECT_TRUE(takes(g, R"({"name": "get_weather", "arguments": {"location": "Paris"}})"));
-  EXPECT_TRUE(takes(g, R"({"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}})"));
-  EXPECT_TRUE(takes(g, "\n" R"({"name":"get_time","arguments":{}})"));
-  EXPECT_TRUE(takes(g, R"([{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"location": "Oslo"}}])"));
-  EXPECT_TRUE(takes(g, "It is sunny in Paris."));
-  EXPECT_TRUE(takes(g, ""));
-  EXPECT_FALSE(takes(g, R"({"name": "get_wind", "arguments": {}})"));                           // not a tool
-  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"location": 3}})"));           // not its schema
-  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"unit": "celsius"}})"));       // required left out
-  EXPECT_FALSE(takes(g, R"({"name": "get_weather", "arguments": {"location": "P", "unit": "kelvin"}})"));
-  EXPECT_FALSE(takes(g, R"({"name": "get_time", "arguments": {"x": 1}})"));                     // takes no arguments
-  EXPECT_FALSE(takes(g, R"({"location": "Paris"})"));
-  EXPECT_FALSE(takes(g, " It is sunny."));  // text cannot start as a call would
-  EXPECT_FALSE(takes(g, "[]"));
+  EXPECT_TRUE(test::matches(g, R"({"name": "get_weather", "arguments": {"location": "Paris"}})"));
+  EXPECT_TRUE(test::matches(g, R"({"name": "get_weather", "arguments": {"location": "Paris", "unit": "celsius"}})"));
+  EXPECT_TRUE(test::matches(g, "\n" R"({"name":"get_time","arguments":{}})"));
+  EXPECT_TRUE(test::matches(g, R"([{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"location": "Oslo"}}])"));
+  EXPECT_TRUE(test::matches(g, "It is sunny in Paris."));
+  EXPECT_TRUE(test::matches(g, ""));
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_wind", "arguments": {}})"));                           // not a tool
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_weather", "arguments": {"location": 3}})"));           // not its schema
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_weather", "arguments": {"unit": "celsius"}})"));       // required left out
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_weather", "arguments": {"location": "P", "unit": "kelvin"}})"));
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_time", "arguments": {"x": 1}})"));                     // takes no arguments
+  EXPECT_FALSE(test::matches(g, R"({"location": "Paris"})"));
+  EXPECT_FALSE(test::matches(g, " It is sunny."));  // text cannot start as a call would
+  EXPECT_FALSE(test::matches(g, "[]"));
 
   const CompletionRequest one = with_tools(R"(, "tool_choice": "required", "parallel_tool_calls": false)");
   const Grammar& required = *one.options.grammar;
-  EXPECT_TRUE(takes(required, R"({"name": "get_time", "arguments": {}})"));
-  EXPECT_FALSE(takes(required, "It is sunny."));
-  EXPECT_FALSE(takes(required, ""));
-  EXPECT_FALSE(takes(required, R"([{"name": "get_time", "arguments": {}}])"));  // one call only
+  EXPECT_TRUE(test::matches(required, R"({"name": "get_time", "arguments": {}})"));
+  EXPECT_FALSE(test::matches(required, "It is sunny."));
+  EXPECT_FALSE(test::matches(required, ""));
+  EXPECT_FALSE(test::matches(required, R"([{"name": "get_time", "arguments": {}}])"));  // one call only
 
   const CompletionRequest named = with_tools(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
   EXPECT_EQ(named.tools.forced, "get_weather");
   EXPECT_NE(named.messages[0].content.find("Call the function get_weather now."), std::string::npos);
-  EXPECT_TRUE(takes(*named.options.grammar, R"({"name": "get_weather", "arguments": {"location": "Rome"}})"));
-  EXPECT_FALSE(takes(*named.options.grammar, R"({"name": "get_time", "arguments": {}})"));
+  EXPECT_TRUE(test::matches(*named.options.grammar, R"({"name": "get_weather", "arguments": {"location": "Rome"}})"));
+  EXPECT_FALSE(test::matches(*named.options.grammar, R"({"name": "get_time", "arguments": {}})"));
 }
 
 // A tool's schema keeps its references ($defs, and "#" itself) inside the grammar's document.
@@ -107,9 +103,9 @@ TEST(ToolCalls, ReferencesInAToolsSchemaStayItsOwn) {
      "leaf": {"$ref": "#/$defs/leaf"}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
      "required": ["leaf"]}}}]})");
   const Grammar& g = *r.options.grammar;
-  EXPECT_TRUE(takes(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"leaf": {"v": "y"}}]}})"));
-  EXPECT_FALSE(takes(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"n": 1}]}})"));  // "#" is tree's root
-  EXPECT_TRUE(takes(g, R"({"name": "a", "arguments": {"n": 1}})"));
+  EXPECT_TRUE(test::matches(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"leaf": {"v": "y"}}]}})"));
+  EXPECT_FALSE(test::matches(g, R"({"name": "tree", "arguments": {"leaf": {"v": "x"}, "kids": [{"n": 1}]}})"));  // "#" is tree's root
+  EXPECT_TRUE(test::matches(g, R"({"name": "a", "arguments": {"n": 1}})"));
 }
 
 TEST(ToolCalls, BadToolFieldsAreErrorsThatNameThem) {
