@@ -129,8 +129,10 @@ class VulkanBackend final : public Backend {
       case Op::moe: return matrices_.count(n.moe->gate) > 0;  // uploaded together with the router, up and down
       case Op::attention: return static_cast<size_t>(n.layer) < keys_.size();
       case Op::rope: return n.out == n.in[0] && spec_.rope_dim >= 2;
-      // The norms of whole rows (Gemma 3's per-head Q and K norms run on the CPU).
-      case Op::rms_norm: return vectors_.count(n.vec) > 0 && n.vec->size() == static_cast<size_t>(spec_.n_embd);
+      // The norms of whole rows, and of each head (Qwen3's, Gemma 3's Q and K norms): rows of head_dim.
+      case Op::rms_norm:
+        return vectors_.count(n.vec) > 0 && (n.vec->size() == static_cast<size_t>(spec_.n_embd) ||
+                                             n.vec->size() == static_cast<size_t>(spec_.head_dim));
       case Op::gather_out:
       case Op::add:
       case Op::swiglu: return true;
@@ -318,7 +320,8 @@ class VulkanBackend final : public Backend {
       case Op::rms_norm: {
         const gpu::Buffer& x = input(n.in[0], ctx);
         const gpu::Buffer& y = output(n.out, ctx);
-        gpu::rms_norm(*dev_, s, x, 0, *vectors_.at(n.vec), y, 0, rows, width, n.eps);
+        const auto d = static_cast<int64_t>(n.vec->size());  // width, or head_dim: each head a row
+        gpu::rms_norm(*dev_, s, x, 0, *vectors_.at(n.vec), y, 0, rows * (width / d), d, n.eps);
         written(n.out);
         break;
       }

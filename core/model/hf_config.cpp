@@ -48,6 +48,12 @@ std::string HfConfig::get_string(const char* key, const std::string& fallback) c
   return j_[key].get<std::string>();
 }
 
+size_t HfConfig::list_size(const char* key) const {
+  if (!has(key)) return 0;
+  if (!j_[key].is_array()) throw Error(where_ + ": " + key + " must be a list, got " + j_[key].dump());
+  return j_[key].size();
+}
+
 namespace {
 
 // Llama 3.1's "llama3" type as each pair's factor (its frequency is divided
@@ -225,7 +231,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& f
   s.attn_bias = a->attn_bias;
   s.tied_output = c.get_bool("tie_word_embeddings", false);
   if (hf_class->moe) {
-    s.n_expert = c.need_int("num_local_experts");
+    s.n_expert = c.need_int(c.has("num_experts") ? "num_experts" : "num_local_experts");  // Qwen3-MoE's name, Mixtral's
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where + ": rope_scaling", s);

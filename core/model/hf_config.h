@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // An HF model folder's config.json as a ModelSpec, for the classes the
-// architectures name (core/models/<arch>.cpp: Llama, Mistral, Mixtral, Qwen2,
+// architectures name (core/models/<arch>.cpp: Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE,
 // Gemma 2 and 3). HF keeps Q and K in the rotate-half order, so their RoPE is
 // always the neox style.
 #pragma once
@@ -27,6 +27,7 @@ class HfConfig {
   double get_float(const char* key, double fallback) const;
   bool get_bool(const char* key, bool fallback) const;
   std::string get_string(const char* key, const std::string& fallback) const;
+  size_t list_size(const char* key) const;  // 0 when absent
   const std::string& where() const { return where_; }
 
  private:

@@ -12,11 +12,14 @@ namespace basalt {
 const ArchDescriptor& llama_arch();    // core/models/llama.cpp (llama 2/3, SmolLM2, Mixtral)
 const ArchDescriptor& mistral_arch();  // core/models/llama.cpp (GGUF's name for the same graph)
 const ArchDescriptor& qwen2_arch();    // core/models/qwen2.cpp
+const ArchDescriptor& qwen3_arch();    // core/models/qwen3.cpp
+const ArchDescriptor& qwen3moe_arch(); // core/models/qwen3.cpp
 const ArchDescriptor& gemma2_arch();   // core/models/gemma2.cpp
 const ArchDescriptor& gemma3_arch();   // core/models/gemma3.cpp
 
 const std::vector<const ArchDescriptor*>& architectures() {
-  static const std::vector<const ArchDescriptor*> all = {&llama_arch(), &mistral_arch(), &qwen2_arch(), &gemma2_arch(),
+  static const std::vector<const ArchDescriptor*> all = {&llama_arch(),    &mistral_arch(), &qwen2_arch(),
+                                                             &qwen3_arch(),    &qwen3moe_arch(), &gemma2_arch(),
                                                              &gemma3_arch()};
   return all;
 }

@@ -2,6 +2,7 @@
 #include "core/models/blocks.h"
 
 #include <cmath>
+#include <utility>
 
 namespace basalt {
 
@@ -37,6 +38,11 @@ void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const 
   g.add(Op::matmul, t.q, {t.h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
   g.add(Op::matmul, t.k, {t.h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
   g.add(Op::matmul, t.v, {t.h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
+  if (!l.q_norm.empty())  // Qwen3: an RMS norm on each head's Q and K (head_dim weights)
+    for (auto [x, w] : {std::pair{t.q, &l.q_norm}, std::pair{t.k, &l.k_norm}}) {
+      Node& n = g.add(Op::rms_norm, x, {x});
+      n.vec = w, n.eps = s.rms_eps;
+    }
   for (int x : {t.q, t.k}) build_rope(g, x, s.rope_theta, s.rope_freq_scale);
   g.add(Op::attention, t.att, {t.q, t.k, t.v});
   g.add(Op::matmul, t.o, {t.att}).weight = &l.wo;

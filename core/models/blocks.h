@@ -20,7 +20,8 @@ DecoderTensors add_decoder_tensors(Graph& g, const ModelSpec& s);
 void build_embedding(Graph& g, const Model& m, const DecoderTensors& t);
 // x = rope(x) in place, with this layer's RoPE base and position scale
 void build_rope(Graph& g, int x, float theta, float freq_scale);
-// x = x + Wo attention(rope(Wq h + bq), rope(Wk h + bk), Wv h + bv), h = rms_norm(x)
+// x = x + Wo attention(rope(Wq h + bq), rope(Wk h + bk), Wv h + bv), h = rms_norm(x);
+// Q and K normed per head before RoPE where the layer has those norms (Qwen3)
 void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t);
 // x = x + FFN(rms_norm(x)): SwiGLU, or the MoE experts where the spec has them
 void build_ffn(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t);
@@ -28,7 +29,7 @@ void build_ffn(Graph& g, const ModelSpec& s, const LayerWeights& l, const Decode
 void build_output(Graph& g, const Model& m, const DecoderTensors& t);
 
 // The llama graph: embedding, blocks of attention then FFN, output. Qwen2's
-// too: its biases are in the weights.
+// and Qwen3's too: their biases and Q/K norms are in the weights.
 Graph build_llama_graph(const Model& m);
 
 // Gemma's graph (2 and 3): the embedding scaled by sqrt(n_embd); per block,

@@ -59,6 +59,9 @@ CASES = {
     "q8_g128_sym": (["--arch", "llama", "--type", "f32"], ["--bits", "8", "--group-size", "128"]),
     "q8_g32_act_order_asym_v2": (["--arch", "llama", "--type", "f32"],
                                  ["--bits", "8", "--group-size", "32", "--act-order", "--asym", "--format", "gptq_v2"]),
+    "qwen3moe_q4_g32_act_order_shared_sym": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "64", "--experts", "8",
+                                              "--experts-used", "4", "--head-dim", "32"],
+                                             ["--bits", "4", "--group-size", "32", "--act-order", "--shared-order"]),
     "qwen2_q4_g64_asym_bias": (["--arch", "qwen2", "--type", "f32"], ["--bits", "4", "--group-size", "64", "--asym"]),
     "mixtral_q4_g64_asym_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"],
                                     ["--bits", "4", "--group-size", "64", "--asym"]),
@@ -121,8 +124,8 @@ def main() -> int:
         for prefix in prefixes:
             ref = dequantize(tensors, prefix, bits, v2)
             dense[prefix + ".weight"] = (ref, "F32")
-            # Mixtral experts ...experts.E.w1 are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.
-            m = re.fullmatch(r"(.*\.experts)\.(\d+)\.(w[123])", prefix)
+            # Experts ...experts.E.w1 (Qwen3-MoE: .gate_proj) are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.
+            m = re.fullmatch(r"(.*\.experts)\.(\d+)\.(w[123]|(?:gate|up|down)_proj)", prefix)
             name, expert = (f"{m[1]}.{m[3]}", int(m[2])) if m else (prefix, 0)
             run([a.dump_logits, str(t / "gptq"), str(t / "w.f32"), "--weight", name])
             got = np.fromfile(t / "w.f32", dtype="<f4").reshape(-1, ref.shape[1])[expert * ref.shape[0]:(expert + 1) * ref.shape[0]]

@@ -38,6 +38,10 @@ CASES = {
     "llama_f16_gqa4_sharded": (["--arch", "llama", "--type", "f16", "--n-head", "8", "--n-head-kv", "2"], ["--shards", "3"]),
     "qwen2_f16_bias": (["--arch", "qwen2", "--type", "f16"], []),
     "moe_f32_sharded": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], ["--shards", "2"]),
+    # Qwen3: per-head Q/K norms, head_dim not n_embd / n_head; Qwen3-MoE's config keys and expert names
+    "qwen3_bf16_head_dim_32": (["--arch", "qwen3", "--type", "bf16", "--head-dim", "32", "--tied"], []),
+    "qwen3moe_f32_sharded": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "32", "--experts", "8", "--experts-used", "4"],
+                             ["--shards", "2"]),
     # Gemma 2: every other layer local (window 8), small soft-caps so that they bend the values.
     "gemma2_f32": (["--arch", "gemma2", "--type", "f32", "--n-layer", "4", "--tied", "--window", "8",
                     "--attn-softcap", "2", "--final-softcap", "3"], []),

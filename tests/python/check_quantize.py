@@ -53,6 +53,9 @@ CASES = {
                                     ["--bits", "4", "--group-size", "64", "--act-order", "--asym"], None),
     "mixtral_gptq4_g64_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], "gguf",
                                   ["--bits", "4", "--group-size", "64"], None),
+    "qwen3moe_gptq4_g32_experts": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "64", "--experts", "8",
+                                    "--experts-used", "4", "--head-dim", "32"], "gguf", ["--bits", "4", "--group-size", "32"],
+                                   None),
     "qwen2_gptq8_per_row_bias": (["--arch", "qwen2", "--type", "f32"], "gguf", ["--bits", "8", "--group-size", "-1"], 0.03),
     # Gemma 3: Q/K and post norms (written as HF's w for the engine's 1 + w), local and global layers
     "gemma3_gptq8_g64": (_GEMMA3, "gguf", ["--bits", "8", "--group-size", "64"], 0.03),
@@ -227,8 +230,8 @@ def main() -> int:
             exact = len(prefixes) == (4 + 3 * cfg.n_expert if cfg.n_expert else 7) * cfg.n_layer
             for prefix in prefixes:
                 ref = dequantize(tensors, prefix, bits, "--asym" in opts)
-                # Mixtral experts ...experts.E.w1 are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.
-                m = re.fullmatch(r"(.*\.experts)\.(\d+)\.(w[123])", prefix)
+                # Experts ...experts.E.w1 (Qwen3-MoE: .gate_proj) are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.
+                m = re.fullmatch(r"(.*\.experts)\.(\d+)\.(w[123]|(?:gate|up|down)_proj)", prefix)
                 name, e = (f"{m[1]}.{m[3]}", int(m[2])) if m else (prefix, 0)
                 run([a.dump_logits, str(out), str(t / "w.f32"), "--weight", name])
                 w = np.fromfile(t / "w.f32", dtype="<f4").reshape(-1, ref.shape[1])[e * ref.shape[0]:(e + 1) * ref.shape[0]]

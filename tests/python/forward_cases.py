@@ -138,6 +138,15 @@ CASES: list[Case] = [
     # the bounds, reads neither the pattern nor the local base from the file: 6 and 10^4 it is.)
     Case("gemma3_f32", _dense("gemma3", "f32", "--n-layer", "6", "--tied", "--window", "24",
                               "--rope-theta", "1000000"), n_tokens=64),
+    # Qwen3: per-head Q/K norms before RoPE, no biases, head_dim apart from n_embd / n_head (as the
+    # real ones: 128 over 1024-5120 wide), tied like the small ones. Qwen3-MoE: experts in every
+    # block, top 8 of 16 (the real 30B: 8 of 128), their width expert_feed_forward_length.
+    Case("qwen3_f32", ("--arch", "qwen3", "--type", "f32", *SMALL, "--head-dim", "32", "--rope-theta", "1000000")),
+    Case("qwen3_mix_q4_k_m", ("--arch", "qwen3", "--type", "mix-q4_k_m", *KQ, "--head-dim", "128", "--tied",
+                              "--rope-theta", "1000000")),
+    Case("qwen3moe_q8_0", ("--arch", "qwen3moe", "--type", "q8_0", "--n-embd", "64", "--n-ff", "32", "--n-head", "4",
+                           "--n-head-kv", "2", "--head-dim", "32", "--experts", "16", "--experts-used", "8")),
+    Case("qwen3moe_q4_k", _dense("qwen3moe", "q4_k", "--n-ff", "256", "--experts", "8", "--experts-used", "4")),
     # A Mistral-style window on every layer (basalt --window), with and without attention sinks,
     # past it in 16-token chunks: rings of 2 blocks (and the sinks') over 5 blocks.
     Case("llama_q8_0_window40", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,
@@ -148,14 +157,15 @@ CASES: list[Case] = [
 
 # The Vulkan backend (lavapipe in CI): the same bounds against the same
 # reference. "all": whole blocks (every weight format has a matmul shader;
-# Gemma 3's per-head norms and GeGLU stay on the CPU) and the MoE experts; "attn":
+# Gemma's GeGLU stays on the CPU; Qwen3's and Gemma 3's per-head Q/K norms are
+# rows of head_dim to the norm shader) and the MoE experts; "attn":
 # attention only; "experts": the MoE layers (router, routing, experts'
 # matmuls and their weighted sum, all on the device).
 _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0", "llama_moe4_top2_q4_0",
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",
                  "llama_moe4_top2_f32", "gemma3_real", "llama_rope_yarn4_f32", "llama_rope_llama3_f32",
-                 "gemma2_f32")),
+                 "gemma2_f32", "qwen3moe_q8_0")),
         ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real", "gemma2_q4_k_hd64")),
         ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
         ("attn,experts", ("llama_moe4_top2_q8_0",)))

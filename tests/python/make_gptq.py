@@ -120,9 +120,11 @@ def main() -> int:
     tensors = read_safetensors(src / "model.safetensors")
     config = json.loads((src / "config.json").read_text())
     text = config.get("text_config", config)  # a multimodal Gemma 3: its text model's layers are quantized
-    n_expert = text.get("num_local_experts", 0)
-    linears = LINEARS[:4] + tuple(f"block_sparse_moe.experts.{e}.{w}" for e in range(n_expert) for w in ("w1", "w2", "w3")) \
-        if n_expert else LINEARS  # Mixtral: each expert's w1/w2/w3 (the router stays dense, as GPTQ tools leave it)
+    n_expert = text.get("num_local_experts", text.get("num_experts", 0))
+    experts = "mlp.experts.{e}.{w}" if text.get("model_type") == "qwen3_moe" else "block_sparse_moe.experts.{e}.{w}"
+    expert_linears = ("gate_proj", "down_proj", "up_proj") if text.get("model_type") == "qwen3_moe" else ("w1", "w2", "w3")
+    linears = LINEARS[:4] + tuple(experts.format(e=e, w=w) for e in range(n_expert) for w in expert_linears) \
+        if n_expert else LINEARS  # MoE: each expert's FFN (the router stays dense, as GPTQ tools leave it)
     root = next(r for r in ("model.", "language_model.model.", "model.language_model.") if r + "embed_tokens.weight" in tensors)
     prefixes = [f"{root}layers.{i}.{n}" for i in range(text["num_hidden_layers"]) for n in linears]
     if a.lm_head and "lm_head.weight" in tensors:
@@ -136,7 +138,7 @@ def main() -> int:
             continue
         order = None
         if a.act_order and a.shared_order:
-            reads = re.sub(r"\.(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj|w[13])$",
+            reads = re.sub(r"\.(self_attn\.[qkv]_proj|(gate|up)_proj|w[13])$",
                            lambda m: ".attention input" if m[1].startswith("self_attn") else ".ffn input", prefix)
             order = orders.setdefault(reads, rng.permutation(x.shape[1]))
         for part, v in quantize(x, a.bits, a.group_size, a.act_order, not a.asym, a.format == "gptq_v2", rng, order).items():

@@ -255,7 +255,8 @@ def main() -> int:
     names = {t.name for t in r.tensors}
     embd, embd_dtype = tensor(r, "token_embd.weight")
     cls, model_type = {"llama": ("MixtralForCausalLM", "mixtral") if n_expert else ("LlamaForCausalLM", "llama"),
-                       "qwen2": ("Qwen2ForCausalLM", "qwen2"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
+                       "qwen2": ("Qwen2ForCausalLM", "qwen2"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+                       "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
                        "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}[arch]
     head_dim = k("attention.key_length", n_embd // n_head)
     config = {
@@ -269,10 +270,16 @@ def main() -> int:
     }
     if k("rope.scaling.type", "none") == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": k("rope.scaling.factor")}
-    if n_expert:
+    if n_expert and arch == "qwen3moe":  # as Qwen3-30B-A3B's config.json (transformers' Qwen3MoeConfig)
+        config |= {"num_experts": n_expert, "num_experts_per_tok": k("expert_used_count"),
+                   "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True,
+                   "decoder_sparse_step": 1, "mlp_only_layers": []}
+    elif n_expert:
         config["num_local_experts"], config["num_experts_per_tok"] = n_expert, k("expert_used_count")
     if arch == "qwen2":
         config["use_sliding_window"] = False
+    if arch in ("qwen3", "qwen3moe"):
+        config |= {"use_sliding_window": False, "sliding_window": None, "max_window_layers": n_layer}
     if gemma:  # as the engine reads the GGUF: queries scaled by head_dim^-1/2, GELU's tanh form
         config |= {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": head_dim,
                    "sliding_window": k("attention.sliding_window")}
@@ -324,7 +331,7 @@ def main() -> int:
             add_norm(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight")
         else:
             add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight")
-        if arch == "gemma3":
+        if f"{g}attn_q_norm.weight" in names:  # Gemma 3, Qwen3
             add_norm(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight")
             add_norm(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight")
         add(h + "self_attn.q_proj.weight", g + "attn_q.weight", None if neox else lambda x: unpermute(x, n_head))
@@ -334,12 +341,14 @@ def main() -> int:
         for b in ("q", "k", "v"):
             if f"{g}attn_{b}.bias" in names:
                 add(f"{h}self_attn.{b}_proj.bias", f"{g}attn_{b}.bias")
-        if n_expert:
-            add(h + "block_sparse_moe.gate.weight", g + "ffn_gate_inp.weight")
-            for gguf_name, w in (("ffn_gate_exps", "w1"), ("ffn_up_exps", "w3"), ("ffn_down_exps", "w2")):
+        if n_expert:  # Mixtral's names, or Qwen3-MoE's
+            moe, names3 = ("mlp", ("gate_proj", "up_proj", "down_proj")) if arch == "qwen3moe" else \
+                ("block_sparse_moe", ("w1", "w3", "w2"))
+            add(f"{h}{moe}.gate.weight", g + "ffn_gate_inp.weight")
+            for gguf_name, w in zip(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), names3):
                 x, d = tensor(r, g + gguf_name + ".weight")
                 for e in range(n_expert):
-                    hf.append((f"{h}block_sparse_moe.experts.{e}.{w}.weight", np.ascontiguousarray(x[e]), d))
+                    hf.append((f"{h}{moe}.experts.{e}.{w}.weight", np.ascontiguousarray(x[e]), d))
         else:
             add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight")
             add(h + "mlp.up_proj.weight", g + "ffn_up.weight")

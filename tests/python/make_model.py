@@ -3,7 +3,7 @@
 # Writes small synthetic GGUF models (random weights, any shape) for tests.
 """Write a synthetic GGUF model with random weights.
 
-    make_model.py OUT.gguf --arch llama|qwen2|gemma2|gemma3 [--n-embd 64 --n-layer 2
+    make_model.py OUT.gguf --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3 [--n-embd 64 --n-layer 2
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
         [--rope-theta 10000 --rope-scale-linear 1.0] [--rope-yarn FACTOR:ORIG_CTX]
@@ -25,6 +25,10 @@ gemma3: gemma2's norms and more (RMS norms on each head's Q and K), no
 soft-capping, all layers but every --swa-period-th (6) local with --window W
 and their own RoPE base (--rope-theta-swa, 10000; the global ones
 --rope-theta).
+
+qwen3: RMS norms on each head's Q and K before RoPE, no biases. qwen3moe:
+the same with --experts N in every block (expert_feed_forward_length is
+--n-ff; feed_forward_length, a dense width no block has, 3 x --n-ff).
 
 Weight types (--type):
   f32 f16 bf16              dense
@@ -204,6 +208,9 @@ def quantize(data: np.ndarray, qtype: QT) -> np.ndarray:
 # Model description
 # --------------------------------------------------------------------------
 
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3")
+
+
 @dataclasses.dataclass
 class ModelConfig:
     arch: str = "llama"
@@ -278,8 +285,8 @@ def weight_type(cfg: ModelConfig, name: str, i_layer: int = -1) -> QT:
 
 def check_config(cfg: ModelConfig) -> None:
     """Raise ValueError with an actionable message for shapes the format cannot hold."""
-    if cfg.arch not in ("llama", "qwen2", "gemma2", "gemma3"):
-        raise ValueError(f"--arch {cfg.arch}: only llama, qwen2, gemma2 and gemma3 are supported")
+    if cfg.arch not in ARCHS:
+        raise ValueError(f"--arch {cfg.arch}: only {', '.join(ARCHS)} are supported")
     if cfg.gemma and not cfg.tied:
         raise ValueError(f"--arch {cfg.arch} needs --tied (llama.cpp's Gemma reuses the embedding as the output)")
     if cfg.gemma and cfg.window <= 0:
@@ -292,8 +299,10 @@ def check_config(cfg: ModelConfig) -> None:
         raise ValueError(f"--n-head {cfg.n_head} is not a multiple of --n-head-kv {cfg.n_head_kv}")
     if cfg.hd % 2 != 0:
         raise ValueError(f"head_dim {cfg.hd} must be even for RoPE")
-    if cfg.n_expert and cfg.arch != "llama":
-        raise ValueError("--experts needs --arch llama (Mixtral-style MoE)")
+    if cfg.n_expert and cfg.arch not in ("llama", "qwen3moe"):
+        raise ValueError("--experts needs --arch llama (Mixtral-style MoE) or qwen3moe")
+    if cfg.arch == "qwen3moe" and not cfg.n_expert:
+        raise ValueError("--arch qwen3moe needs --experts N")
     if cfg.n_expert and not 0 < cfg.n_expert_used <= cfg.n_expert:
         raise ValueError(f"--experts-used {cfg.n_expert_used} must be in 1..{cfg.n_expert}")
     if cfg.vocab_size and cfg.vocab != "tiny":
@@ -514,7 +523,7 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             bias(p + "attn_k.bias", cfg.n_head_kv * hd)
             bias(p + "attn_v.bias", cfg.n_head_kv * hd)
         lin(p + "attn_output.weight", d, cfg.n_head * hd, gain=0.5)
-        if cfg.arch == "gemma3":
+        if cfg.arch in ("gemma3", "qwen3", "qwen3moe"):
             norm(p + "attn_q_norm.weight", hd)
             norm(p + "attn_k_norm.weight", hd)
         if cfg.gemma:
@@ -564,7 +573,11 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
     w.add_block_count(cfg.n_layer)
     w.add_context_length(cfg.n_ctx)
     w.add_embedding_length(cfg.n_embd)
-    w.add_feed_forward_length(cfg.n_ff)
+    if cfg.arch == "qwen3moe":  # the experts' width; feed_forward_length is a dense FFN's, which no block has
+        w.add_feed_forward_length(3 * cfg.n_ff)
+        w.add_expert_feed_forward_length(cfg.n_ff)
+    else:
+        w.add_feed_forward_length(cfg.n_ff)
     w.add_head_count(cfg.n_head)
     w.add_head_count_kv(cfg.n_head_kv)
     if cfg.hd != cfg.n_embd // cfg.n_head:      # llama.cpp's default is n_embd / n_head
@@ -634,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n", 1)[1])
-    p.add_argument("--arch", choices=["llama", "qwen2", "gemma2", "gemma3"], default="llama")
+    p.add_argument("--arch", choices=ARCHS, default="llama")
     p.add_argument("--n-embd", type=int, default=64)
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-head", type=int, default=4)

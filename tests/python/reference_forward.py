@@ -43,7 +43,7 @@ import gguf
 from gguf_file import GgufFile
 
 # rope ordering per architecture: False = adjacent pairs, True = NeoX halves
-ROPE_NEOX = {"llama": False, "qwen2": True, "gemma2": True, "gemma3": True}
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma2": True, "gemma3": True}
 
 
 class Model:
@@ -321,7 +321,7 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
     q = proj("attn_q").reshape(n_tok, m.n_head, hd)
     k = proj("attn_k").reshape(n_tok, m.n_head_kv, hd)
     v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
-    if m.has(p + "attn_q_norm.weight"):  # Gemma 3: per head, before RoPE
+    if m.has(p + "attn_q_norm.weight"):  # Gemma 3, Qwen3: per head, before RoPE
         q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]

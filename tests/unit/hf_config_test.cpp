@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// config.json -> ModelSpec: the four supported classes read right, and every
+// config.json -> ModelSpec: the supported classes read right, and every
 // missing, mistyped, unsupported or inconsistent field is an Error naming it;
 // a folder whose tensors or files do not fit its config says which.
 #include <gtest/gtest.h>
@@ -75,6 +75,50 @@ TEST(HfConfig, ReadsQwen2MixtralMistral) {
   w["architectures"] = {"MistralForCausalLM"};
   w["sliding_window"] = 1024;
   EXPECT_EQ(spec_from_hf_config_text(w.dump(), "config.json").sliding_window, 1024);
+}
+
+// Qwen3: no biases, head_dim its own; Qwen3-MoE: its experts' keys, and what
+// the engine cannot run (unnormalized routing, dense blocks among the MoE ones) named.
+TEST(HfConfig, ReadsQwen3AndQwen3Moe) {
+  auto q = llama();
+  q["architectures"] = {"Qwen3ForCausalLM"};
+  q["head_dim"] = 128;
+  q["sliding_window"] = nullptr;
+  q["use_sliding_window"] = false;
+  q["max_window_layers"] = 22;
+  const ModelSpec qs = spec_from_hf_config_text(q.dump(), "config.json");
+  EXPECT_EQ(qs.arch, "qwen3");
+  EXPECT_FALSE(qs.attn_bias);
+  EXPECT_EQ(qs.head_dim, 128);
+  EXPECT_EQ(qs.q_dim(), 32 * 128);
+  EXPECT_EQ(qs.rope_style, RopeStyle::neox);
+  EXPECT_EQ(qs.sliding_window, 0);
+
+  auto m = q;
+  m["architectures"] = {"Qwen3MoeForCausalLM"};
+  m["intermediate_size"] = 6144;  // a dense FFN's width, which no block has
+  m["moe_intermediate_size"] = 768;
+  m["num_experts"] = 128;
+  m["num_experts_per_tok"] = 8;
+  m["norm_topk_prob"] = true;
+  m["decoder_sparse_step"] = 1;
+  m["mlp_only_layers"] = nlohmann::json::array();
+  const ModelSpec ms = spec_from_hf_config_text(m.dump(), "config.json");
+  EXPECT_EQ(ms.arch, "qwen3moe");
+  EXPECT_EQ(ms.n_expert, 128);
+  EXPECT_EQ(ms.n_expert_used, 8);
+  EXPECT_EQ(ms.n_ff, 768);
+
+  const std::pair<const char*, nlohmann::json> refused[] = {
+      {"norm_topk_prob", false}, {"decoder_sparse_step", 2}, {"mlp_only_layers", {0, 5}}, {"mlp_only_layers", 3}};
+  for (const auto& [key, value] : refused) {
+    auto bad = m;
+    bad[key] = value;
+    const std::string err = error_of(bad.dump());
+    EXPECT_NE(err.find(key), std::string::npos) << key << ": got \"" << err << "\"";
+  }
+  m.erase("moe_intermediate_size");
+  EXPECT_NE(error_of(m.dump()).find("moe_intermediate_size is missing"), std::string::npos);
 }
 
 // Which layers take the window: layer_types, Qwen2's max_window_layers,
