@@ -11,9 +11,11 @@
 #       8 experts, top-2, n_ff 2816, vocab 32000
 #   dense-{f16,bf16}.gguf  the MoE's shapes with one FFN (156M parameters),
 #       unquantized: the dense kernels, as HF folders and F16 GGUFs run them
+#   qwen3moe-a3b-2l-q4_k_m.gguf  2 of Qwen3-30B-A3B's 48 blocks: n_embd 2048,
+#       32 heads / 4 KV of 128 dims, 128 experts of width 768, top 8; vocab 32000
 #
 # Existing files are kept (FORCE=1 remakes them). About a minute per 1.1B
-# model on one core, ~2 GB of memory; 4 GB of disk in all.
+# model on one core, ~2 GB of memory; 5 GB of disk in all.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-$ROOT/build/bench-models}"
@@ -25,6 +27,8 @@ TINYLLAMA=(--arch llama --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n
 DENSE=(--arch llama --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 2816
        --vocab tiny --vocab-size 32000 --n-ctx 8192)
 MOE=("${DENSE[@]}" --experts 8 --experts-used 2)
+QWEN3MOE=(--arch qwen3moe --n-embd 2048 --n-layer 2 --n-head 32 --n-head-kv 4 --head-dim 128 --n-ff 768
+          --experts 128 --experts-used 8 --rope-theta 1000000 --vocab tiny --vocab-size 32000 --n-ctx 8192)
 
 write() {  # write NAME make_model-options...
   local name="$1"; shift
@@ -66,3 +70,4 @@ write tinyllama-1.1b-q4_k_m "${TINYLLAMA[@]}" --type mix-q4_k_m
 write moe-8x-q4_0           "${MOE[@]}" --type q4_0
 write dense-f16             "${DENSE[@]}" --type f16
 write dense-bf16            "${DENSE[@]}" --type bf16
+write qwen3moe-a3b-2l-q4_k_m "${QWEN3MOE[@]}" --type mix-q4_k_m
