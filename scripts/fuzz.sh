@@ -77,7 +77,7 @@ for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
       head -c 2000 "$root/README.md" | sed '1s/^/\x10/' >"$d/readme" ;;
     tokenizer_json) cp "$gen/hf/tokenizer.json" "$d/" ;;
     openai_request)
-      printf '\x01{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3}' \
+      printf '\x01{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3,"chat_template_kwargs":{"enable_thinking":false}}' \
         >"$d/chat"
       printf '\x00{"prompt":"Once upon","max_tokens":16,"top_k":40,"min_p":0.05,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"n":1}' \
         >"$d/completion"

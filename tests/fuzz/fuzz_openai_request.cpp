@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The server's request bodies: /v1/completions and /v1/chat/completions JSON
 // through parse_completion_request's validation (the first byte picks the
-// endpoint), a valid chat request's messages through a chat template, its
-// tools' grammar over the body's text, and the body read as a reply's tool calls.
+// endpoint), a valid chat request's messages through a chat template (with its
+// chat_template_kwargs), its tools' grammar over the body's text, and the body
+// read as a reply's tool calls and as a reply that may think first.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include "core/chat/chat_template.h"
 #include "core/error.h"
 #include "tools/serve/openai_api.h"
+#include "tools/serve/reasoning.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basalt;
@@ -23,7 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CompletionRequest r = parse_completion_request(body, chat, SamplingParams{}, 16, "basalt-fuzz", limits);
     if (chat) {
       static const ChatTemplate t = ChatTemplate::chatml();
-      (void)t.render(r.messages, true);
+      nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+      for (const ChatMessage& m : r.messages) turns.push_back({{"role", m.role}, {"content", m.content}});
+      (void)t.render_json(turns, true, r.template_vars);
     }
     if (r.tools.active()) {
       GrammarMatcher m(*r.options.grammar);
@@ -32,5 +36,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
   (void)read_tool_calls(body, "call_");
+  (void)split_reasoning(body, chat);
   return 0;
 }

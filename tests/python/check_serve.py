@@ -14,7 +14,9 @@
 # prompt taken from it, the rings' small pool in /metrics); response_format
 # (json_object, json_schema) through the client, each reply valid under its
 # schema by the jsonschema package, sampled and greedy, streamed and not, and
-# llama-server's GBNF grammar field; function calling (tools, tool_choice
+# llama-server's GBNF grammar field; chat_template_kwargs over --chat-template-kwargs
+# (the tiny model's template writes Qwen3's empty thinking) and a reply's
+# reasoning as reasoning_content, streamed and not; function calling (tools, tool_choice
 # required/named/auto/none, every call's arguments valid under its tool's
 # schema by jsonschema, the stream's tool_calls deltas the same calls, a
 # call's result sent back); several prompts and n choices in one request, each
@@ -32,8 +34,14 @@ import sys
 import threading
 import time
 
+import tempfile
+from pathlib import Path
+
 import jsonschema
 import openai
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_model  # noqa: E402
 
 KEY = "test-key-123"
 failures = []
@@ -413,6 +421,9 @@ def test_bad_requests(srv):
         ("empty messages", chat, {"messages": []}, None, 400),
         ("a bad role", chat, {"messages": [{"role": "robot", "content": "x"}]}, None, 400),
         ("content a number", chat, {"messages": [{"role": "user", "content": 5}]}, None, 400),
+        ("chat_template_kwargs a list", chat, {"messages": msgs, "chat_template_kwargs": [1]}, None, 400),
+        ("chat_template_kwargs setting messages", chat, {"messages": msgs, "chat_template_kwargs": {"messages": []}}, None, 400),
+        ("chat_template_kwargs on completions", comp, {"prompt": "x", "chat_template_kwargs": {}}, None, 400),
         ("no prompt", comp, {"max_tokens": 4}, None, 400),
         ("max_tokens 0", comp, {"prompt": "x", "max_tokens": 0}, None, 400),
         ("max_tokens a string", comp, {"prompt": "x", "max_tokens": "ten"}, None, 400),
@@ -556,6 +567,48 @@ def test_rings(basalt):
             srv.proc.wait(60)
     check(answers[True] == answers[False] and all(answers[True]),
           f"Gemma 3: the answers with the prefix cache are those without ({answers[True]} / {answers[False]})")
+
+
+def test_template_vars(basalt):
+    # The server's --chat-template-kwargs, and a request's chat_template_kwargs
+    # over it: the tiny model's template writes "<think>\n\n</think>\n\n" after
+    # the assistant's turn when enable_thinking is false.
+    with tempfile.TemporaryDirectory() as tmp:
+        model = str(Path(tmp) / "tiny.gguf")
+        make_model.write_model(model, make_model.ModelConfig(wtype="q8_0"))
+        srv = ServerProcess(basalt, model, ctx=256, extra=["--chat-template-kwargs", '{"enable_thinking": false}'])
+        try:
+            def prompt_tokens(extra):
+                status, _, body = srv.request("POST", "/v1/chat/completions",
+                                              {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, **extra})
+                return json.loads(body)["usage"]["prompt_tokens"] if status == 200 else -1
+            server_default = prompt_tokens({})
+            thinking = prompt_tokens({"chat_template_kwargs": {"enable_thinking": True}})
+            no_thinking = prompt_tokens({"chat_template_kwargs": {"enable_thinking": False}})
+            # Its template writes <think> (auto: reasoning apart); think_first opens the reply inside it, which
+            # these random weights never close: all of it reasoning, the same streamed as whole.
+            ask = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "temperature": 0,
+                   "chat_template_kwargs": {"think_first": True}}
+            status, _, body = srv.request("POST", "/v1/chat/completions", ask)
+            whole = json.loads(body)["choices"][0]["message"] if status == 200 else {}
+            status, _, body = srv.request("POST", "/v1/chat/completions", {**ask, "stream": True})
+            deltas = [json.loads(line[6:])["choices"][0]["delta"] for line in body.decode().splitlines()
+                      if line.startswith("data: {") and json.loads(line[6:])["choices"]]
+            streamed = "".join(d.get("reasoning_content", "") for d in deltas)
+            streamed_content = "".join(d.get("content") or "" for d in deltas)
+            status, _, body = srv.request("POST", "/v1/chat/completions", {**ask, "chat_template_kwargs": {}})
+            plain = json.loads(body)["choices"][0]["message"] if status == 200 else {}
+        finally:
+            srv.proc.send_signal(signal.SIGTERM)
+            srv.proc.wait(60)
+    check(thinking > 0 and server_default == no_thinking > thinking + 4,
+          f"chat_template_kwargs: the server's enable_thinking false writes the empty thinking ({server_default} prompt "
+          f"tokens), a request's true over it does not ({thinking})")
+    check(whole.get("reasoning_content") and whole.get("content") == "" and streamed == whole["reasoning_content"]
+          and streamed_content == "",
+          f"a reply opened inside <think>: all reasoning_content, streamed alike ({whole!r}, {streamed!r})")
+    check(plain.get("content") and "reasoning_content" not in plain,
+          f"a reply that does not think: all content ({plain!r})")
 
 
 def completion(srv, max_tokens, prompt="Count to three:"):
@@ -708,6 +761,7 @@ def main():
     test_memory_limit(a.basalt, a.model, resident_mib)
     test_many_streams(a.basalt, a.model)
     test_rings(a.basalt)
+    test_template_vars(a.basalt)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1

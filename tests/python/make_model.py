@@ -355,11 +355,17 @@ appear in text too. Hello, world! How are you? I am fine, thank you. This is a
 test of the tokenizer, which should split words into pieces that it knows.
 """
 
+# ChatML, and for the chat template variables' and reasoning tests: Qwen3's
+# empty thinking where the caller sets enable_thinking false, the reply opened
+# inside <think> (as DeepSeek-R1's template does) where think_first is true.
 _TINY_CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
+    "{% if think_first is defined and think_first %}{{ '<think>\\n' }}{% endif %}"
+    "{% endif %}"
 )
 
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #if defined(BASALT_VULKAN)
@@ -110,6 +111,37 @@ TEST(Cli, ChatReadsTurnsFromStdin) {
   Result r = basalt_cmd("chat " + model_arg() + " -n 12 --temp 0", "What is 2+2?\\nAnd 3+3?\\n/exit\\n");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_GT(r.out.size(), 20u) << r.out;
+}
+
+// --chat-template-kwargs: the template's variables (the tiny model's template
+// writes Qwen3's empty thinking for enable_thinking false); a bad value, or
+// one without --chat, is refused before the model loads.
+TEST(Cli, ChatTemplateKwargsReachTheTemplate) {
+  const std::string model = "-m " + test::make_tiny_model("cli_template_vars");
+  auto prefilled = [](const Result& r) {
+    const size_t at = r.out.find("prefill ");
+    return at == std::string::npos ? -1L : std::atol(r.out.c_str() + at + 8);
+  };
+  const Result plain = basalt_cmd("run " + model + " --chat -p hi -n 1 --temp 0");
+  const Result thinking = basalt_cmd("run " + model + " --chat -p hi -n 1 --temp 0 --chat-template-kwargs '{\"enable_thinking\": true}'");
+  const Result no_thinking =
+      basalt_cmd("run " + model + " --chat -p hi -n 1 --temp 0 --chat-template-kwargs '{\"enable_thinking\": false}'");
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  EXPECT_GT(prefilled(plain), 0) << plain.out;
+  EXPECT_EQ(prefilled(thinking), prefilled(plain)) << thinking.out;
+  EXPECT_GT(prefilled(no_thinking), prefilled(plain) + 4) << no_thinking.out;  // <think>, </think> and newlines
+
+  const std::pair<std::string, std::string> refused[] = {
+      {"--chat --chat-template-kwargs '[1]'", "must be a JSON object"},
+      {"--chat --chat-template-kwargs '{\"messages\": []}'", "cannot set messages"},
+      {"--chat --chat-template-kwargs '{nope'", "not valid JSON"},
+      {"--chat-template-kwargs '{}'", "--chat"},
+  };
+  for (const auto& [args, message] : refused) {
+    const Result r = basalt_cmd("run " + model + " -p hi -n 1 " + args);
+    EXPECT_NE(r.rc, 0) << args;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+  }
 }
 
 TEST(Cli, MissingModelFileIsOneClearLine) {

@@ -45,6 +45,12 @@ TEST(OpenAiApi, FieldsBecomeOptions) {
   EXPECT_EQ(c.messages[1].content, "ab");
   EXPECT_EQ(c.options.max_tokens, 9);
   EXPECT_EQ(parse(R"({"prompt": ["one"]})").options.max_tokens, 256);  // the server's default
+
+  // chat_template_kwargs: the template's variables, their order kept
+  const CompletionRequest vars = parse(R"({"messages": [{"role": "user", "content": "x"}],
+    "chat_template_kwargs": {"enable_thinking": false, "a": {"z": 1, "b": 2}}})", true);
+  EXPECT_EQ(vars.template_vars.dump(), R"({"enable_thinking":false,"a":{"z":1,"b":2}})");
+  EXPECT_TRUE(parse(R"({"messages": [{"role": "user", "content": "x"}]})", true).template_vars.empty());
 }
 
 TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
@@ -109,6 +115,10 @@ TEST(OpenAiApi, BadFieldsAreErrorsThatNameThem) {
       {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})", true, 200, ""},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", true, 200, ""},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}], "tool_choice": "none"})", true, 400, "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})", true, 400, "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})", true, 400,
+       "chat_template_kwargs"},
+      {R"({"prompt": "x", "chat_template_kwargs": {}})", false, 400, "chat_template_kwargs"},
       {R"({"prompt": "x", "grammar": 5})", false, 400, "grammar"},
       {R"({"prompt": "x", "grammar": "root ::= missing"})", false, 400, "grammar"},
       {R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", false, 400, "grammar"},
@@ -210,6 +220,18 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   nlohmann::json last = chunk_json(chat, "chatcmpl-1", 100, "served", "", "length", false);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_FALSE(last["choices"][0]["delta"].contains("content"));
+
+  // A reply's reasoning beside its content (tools/serve/reasoning.h), whole and as a chunk.
+  EXPECT_FALSE(full["choices"][0]["message"].contains("reasoning_content"));
+  st.stop_reason = "eos";
+  const nlohmann::json thought = completion_json(chat, "chatcmpl-1", 100, "served", {{"Paris.", st, nullptr, {}, "Let me see."}});
+  EXPECT_EQ(thought["choices"][0]["message"]["reasoning_content"], "Let me see.");
+  EXPECT_EQ(thought["choices"][0]["message"]["content"], "Paris.");
+  const nlohmann::json thinking = reasoning_chunk_json(chat, "chatcmpl-1", 100, "served", "Let", true);
+  EXPECT_EQ(thinking["choices"][0]["delta"]["reasoning_content"], "Let");
+  EXPECT_EQ(thinking["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_FALSE(thinking["choices"][0]["delta"].contains("content"));
+  EXPECT_TRUE(thinking["choices"][0]["finish_reason"].is_null());
 
   CompletionRequest comp = parse(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})");
   nlohmann::json piece = chunk_json(comp, "cmpl-2", 100, "served", "y", nullptr, true);

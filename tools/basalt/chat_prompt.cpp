@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "core/error.h"
+
 namespace basalt::cli {
 
 namespace {
@@ -21,14 +23,37 @@ ChatTemplate template_of(const Model& m) {
 }
 }  // namespace
 
-ChatPrompter::ChatPrompter(const Model& model, std::string system)
-    : model_(model), system_(std::move(system)), template_(template_of(model)) {}
+void check_template_vars(const nlohmann::ordered_json& vars, const std::string& what) {
+  if (!vars.is_object()) throw Error(what + " must be a JSON object, e.g. {\"enable_thinking\": false}");
+  for (const char* own : {"messages", "add_generation_prompt"})
+    if (vars.contains(own)) throw Error(what + " cannot set " + own + ": the conversation sets it");
+}
 
-std::vector<int32_t> ChatPrompter::tokens_for(const std::vector<ChatMessage>& messages) const {
+nlohmann::ordered_json parse_template_vars(const std::string& text, const std::string& what) {
+  if (text.empty()) return nlohmann::ordered_json::object();
+  nlohmann::ordered_json vars = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (vars.is_discarded()) throw Error(what + " is not valid JSON: " + text);
+  check_template_vars(vars, what);
+  return vars;
+}
+
+ChatPrompter::ChatPrompter(const Model& model, std::string system, nlohmann::ordered_json vars)
+    : model_(model), system_(std::move(system)), vars_(std::move(vars)), template_(template_of(model)) {}
+
+std::vector<int32_t> ChatPrompter::tokens_for(const std::vector<ChatMessage>& messages,
+                                              const nlohmann::ordered_json& request_vars) const {
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
   all.insert(all.end(), messages.begin(), messages.end());
-  const std::string text = template_.render(all, true);
+  std::string text;
+  if (vars_.empty() && request_vars.empty()) {
+    text = template_.render(all, true);
+  } else {
+    nlohmann::ordered_json turns = nlohmann::ordered_json::array(), vars = vars_;
+    for (const ChatMessage& m : all) turns.push_back({{"role", m.role}, {"content", m.content}});
+    vars.update(request_vars);
+    text = template_.render_json(turns, true, vars);
+  }
   const Tokenizer& tok = model_.tokenizer();
   // Templates usually write the BOS text themselves; don't add a second one.
   const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";

@@ -17,6 +17,7 @@ namespace {
 struct ChatOptions {
   ModelOptions model;
   std::string system;
+  std::string template_vars;
   GenerateOptions gen;
   SamplingFlags sampling_given;
 };
@@ -25,7 +26,7 @@ void chat(const ChatOptions& o) {
   auto model = load_model(o.model);
   GenerateOptions gen = o.gen;
   gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
-  ChatPrompter prompter(*model, o.system);
+  ChatPrompter prompter(*model, o.system, parse_template_vars(o.template_vars, "--chat-template-kwargs"));
   auto session_ptr = make_session(o.model, *model, context_size(o.model, *model));
   Session& session = *session_ptr;
   const bool interactive = isatty(STDIN_FILENO);
@@ -68,6 +69,7 @@ void register_chat(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("chat", "interactive multi-turn chat");
   add_model_options(*sub, o->model);
   sub->add_option("--system", o->system, "system message");
+  add_template_vars_option(*sub, o->template_vars);
   sub->add_option("-n,--n-predict", o->gen.max_tokens, "most tokens per reply; -1 = until the end of the turn")
       ->check(CLI::Range(-1, 1 << 24));
   o->sampling_given = add_sampling_options(*sub, o->gen.sampling);

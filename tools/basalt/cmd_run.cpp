@@ -13,7 +13,7 @@ namespace basalt::cli {
 namespace {
 struct RunOptions {
   ModelOptions model;
-  std::string prompt, system;
+  std::string prompt, system, template_vars;
   bool chat = false;
   GenerateOptions gen;
   SamplingFlags sampling_given;
@@ -27,7 +27,7 @@ void run(const RunOptions& o) {
   gen.sampling = with_model_defaults(o.gen.sampling, o.sampling_given, *model);
   std::vector<int32_t> prompt;
   if (o.chat) {
-    ChatPrompter chat(*model, o.system);
+    ChatPrompter chat(*model, o.system, parse_template_vars(o.template_vars, "--chat-template-kwargs"));
     prompt = chat.tokens_for({{"user", o.prompt}});
   } else {
     prompt = model->tokenizer().encode(o.prompt, true, true);
@@ -56,8 +56,9 @@ void register_run(CLI::App& app) {
   sub->add_option("-p,--prompt", o->prompt, "the prompt")->required();
   sub->add_option("-n,--n-predict", o->gen.max_tokens, "tokens to generate; -1 = until the end or the context is full")
       ->check(CLI::Range(-1, 1 << 24));
-  sub->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
-  sub->add_option("--system", o->system, "system message (with --chat)");
+  CLI::Option* chat = sub->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
+  sub->add_option("--system", o->system, "system message (with --chat)")->needs(chat);
+  add_template_vars_option(*sub, o->template_vars)->needs(chat);
   sub->add_option("--stop", o->gen.stop, "stop when this text appears (repeatable)");
   o->sampling_given = add_sampling_options(*sub, o->gen.sampling);
   add_output_format_options(*sub, o->format);

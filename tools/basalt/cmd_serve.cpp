@@ -26,6 +26,8 @@ struct ServeOptions {
   serve::ServerOptions server;
   std::string alias;
   std::string api_key_file;
+  std::string template_vars;  // --chat-template-kwargs: what requests' chat_template_kwargs go over
+  std::string reasoning_format = "auto";
   uint64_t memory_limit = 0;
   int parallel = 16;  // at 16 clients on SmolLM2 the most tokens/s and the lowest TTFT P99 (PERFORMANCE.md 9.2)
   int64_t request_ctx = 0;  // 0: the model's context, at most 4096
@@ -87,6 +89,9 @@ void serve_main(ServeOptions& o) {
 
   auto model = load_model(o.model);
   const std::string path = o.model.model.empty() ? default_model_path() : o.model.model;
+  so.template_vars = parse_template_vars(o.template_vars, "--chat-template-kwargs");
+  so.split_reasoning = o.reasoning_format == "deepseek" ||
+                       (o.reasoning_format == "auto" && model->chat_template().find("<think>") != std::string::npos);
   so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
   so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
   // --ctx-size is the whole KV pool, in positions, shared by the --parallel
@@ -170,6 +175,11 @@ void register_serve(CLI::App& app) {
   sub->add_flag("!--no-prefix-cache", o->server.scheduler.prefix_cache,
                 "compute every prompt whole (default: reuse the KV blocks of prompts that start alike)");
   sub->add_option("--alias", o->alias, "model name in the API (default: the file name)");
+  add_template_vars_option(*sub, o->template_vars);
+  sub->add_option("--reasoning-format", o->reasoning_format,
+                  "a chat reply's <think>...</think>: deepseek (apart, as message.reasoning_content), none (in the content), "
+                  "auto (deepseek where the model's chat template writes <think>; the default)")
+      ->check(CLI::IsMember({"auto", "none", "deepseek"}));
   sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");
   sub->add_option("--max-queue", o->server.scheduler.max_queued, "requests that may wait for a slot; more get 429 (default 64)");

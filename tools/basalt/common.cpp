@@ -14,6 +14,7 @@
 #include "core/util/memory.h"
 #include "core/util/threads.h"
 #include "cpu/isa.h"
+#include "tools/basalt/chat_prompt.h"
 
 namespace basalt::cli {
 
@@ -71,6 +72,19 @@ std::unique_ptr<Session> make_session(const ModelOptions& o, const Model& m, int
                                        : static_cast<size_t>(available_memory_bytes()) / 10 * 9);  // unknown: 0, none
   if (verbose && !s->offload_plan().empty()) std::fprintf(stderr, "basalt: %s\n", s->offload_plan().c_str());
   return s;
+}
+
+CLI::Option* add_template_vars_option(CLI::App& app, std::string& json_text) {
+  return app.add_option("--chat-template-kwargs", json_text,
+                 "extra variables for the chat template, a JSON object, e.g. '{\"enable_thinking\": false}'")
+      ->check([](const std::string& text) {
+        try {
+          parse_template_vars(text, "--chat-template-kwargs");
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      });
 }
 
 SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p) {

@@ -46,6 +46,10 @@ struct SamplingFlags {
 SamplingFlags add_sampling_options(CLI::App& app, SamplingParams& p);
 SamplingParams with_model_defaults(SamplingParams p, const SamplingFlags& given, const Model& m);
 
+// --chat-template-kwargs JSON: the chat template's extra variables
+// (chat_prompt.h), checked as the command line is read.
+CLI::Option* add_template_vars_option(CLI::App& app, std::string& json_text);
+
 // --json, --json-schema, --json-schema-file: the output held to JSON
 // (core/grammar/json_schema.h); --grammar, --grammar-file: to a GBNF grammar
 // (core/grammar/gbnf.h).

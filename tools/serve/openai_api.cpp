@@ -7,6 +7,7 @@
 
 #include "core/grammar/gbnf.h"
 #include "core/grammar/json_schema.h"
+#include "tools/basalt/chat_prompt.h"
 
 namespace basalt::serve {
 
@@ -305,6 +306,15 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     r.tools = parse_tool_request(nlohmann::ordered_json::parse(body), limits.max_tools);
     break;
   }
+  if (field(j, "chat_template_kwargs")) {  // llama-server's and vLLM's: the chat template's variables
+    if (!chat) throw bad("chat_template_kwargs is for /v1/chat/completions", "chat_template_kwargs");
+    r.template_vars = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
+    try {
+      cli::check_template_vars(r.template_vars, "chat_template_kwargs");
+    } catch (const Error& e) {
+      throw bad(e.what(), "chat_template_kwargs");
+    }
+  }
   if (r.tools.active()) {
     if (r.options.grammar) throw bad("tools cannot be given with response_format or grammar", "tools");
     r.options.grammar = tools_grammar(r.tools);
@@ -433,6 +443,7 @@ json completion_json(const CompletionRequest& r, const std::string& id, int64_t 
       choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(c.calls, false)}};
     else if (r.chat)
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (r.chat && !c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
     else
       choice["text"] = c.text;
     choices.push_back(std::move(choice));
@@ -469,6 +480,15 @@ json chunk_json(const CompletionRequest& r, const std::string& id, int64_t creat
                 {"model", model},
                 {"choices", json::array({choice})}};
   if (r.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json reasoning_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                          std::string_view reasoning, bool first, const json& logprobs, size_t index) {
+  json chunk = chunk_json(r, id, created, model, "", nullptr, first, logprobs, index);
+  json& delta = chunk["choices"][0]["delta"];
+  delta.erase("content");
+  delta["reasoning_content"] = std::string(reasoning);
   return chunk;
 }
 

@@ -47,6 +47,7 @@ struct CompletionRequest {
   bool echo = false;                   // the prompt before the completion (with logprobs: the prompt's too)
   std::vector<ChatMessage> messages;   // /v1/chat/completions (earlier tool calls and results written as text)
   ToolRequest tools;                   // function calling (chat)
+  nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();  // chat_template_kwargs (chat)
   GenerateOptions options;
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
@@ -84,6 +85,7 @@ struct ChoiceResult {
   GenerationStats stats;
   nlohmann::json logprobs;  // null unless asked for
   std::vector<ToolCall> calls;
+  std::string reasoning = {};  // chat: message.reasoning_content (tools/serve/reasoning.h), "" when none
 };
 // The whole response of a request that did not stream, its choices in order.
 nlohmann::json completion_json(const CompletionRequest& r, const std::string& id, int64_t created,
@@ -95,6 +97,10 @@ nlohmann::json completion_json(const CompletionRequest& r, const std::string& id
 nlohmann::json chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
                           std::string_view text, const char* finish, bool first, const nlohmann::json& logprobs = nullptr,
                           size_t index = 0);
+// A chat chunk of the reply's reasoning (delta.reasoning_content).
+nlohmann::json reasoning_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created, const std::string& model,
+                                    std::string_view reasoning, bool first, const nlohmann::json& logprobs = nullptr,
+                                    size_t index = 0);
 // A chat chunk of the reply's tool calls, each whole (the finish reason follows in the next one).
 nlohmann::json tool_calls_chunk_json(const CompletionRequest& r, const std::string& id, int64_t created,
                                      const std::string& model, const std::vector<ToolCall>& calls, bool first,

@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <optional>
 
 #include "core/util/memory.h"
 #include "tools/serve/http_workers.h"
+#include "tools/serve/reasoning.h"
 
 namespace basalt::serve {
 
@@ -127,7 +129,7 @@ Server::Server(const Model& model, ServerOptions opt)
       rate_limiter_(opt_.rate_rpm, opt_.rate_tpm),
       created_(unix_seconds()) {
   scheduler_ = std::make_unique<Scheduler>(model_, opt_.scheduler);
-  prompter_ = std::make_unique<cli::ChatPrompter>(model_, "");
+  prompter_ = std::make_unique<cli::ChatPrompter>(model_, "", opt_.template_vars);
   const int threads = std::max(8, opt_.http_threads);
   http_->new_task_queue = [this, threads] {
     auto* workers = new HttpWorkers(static_cast<size_t>(threads));
@@ -238,7 +240,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   try {
     r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits);
     const Tokenizer& tok = model_.tokenizer();
-    if (chat) prompts.push_back(prompter_->tokens_for(r.messages));
+    if (chat) prompts.push_back(prompter_->tokens_for(r.messages, r.template_vars));
     for (const std::string& text : r.prompts) prompts.push_back(tok.encode(text, true, true));
     for (const std::vector<int32_t>& ids : r.prompt_ids) {
       for (int32_t id : ids)
@@ -253,6 +255,15 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     return send_error(res, e);
   } catch (const Error& e) {  // the chat template or the tokenizer refused the input
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
+  }
+
+  // A reply that thinks first: its reasoning apart (not under a grammar, which holds the reply from its start).
+  const bool reasoning_apart = chat && opt_.split_reasoning && !r.tools.active() && !r.options.grammar;
+  bool starts_inside = false;  // the template opened <think> at the prompt's end
+  if (reasoning_apart) {
+    const std::vector<int32_t>& p = prompts.front();
+    const auto tail = std::vector<int32_t>(p.end() - std::min<std::ptrdiff_t>(8, static_cast<std::ptrdiff_t>(p.size())), p.end());
+    starts_inside = prompt_opens_reasoning(model_.tokenizer().decode(tail, true));
   }
 
   // 5% short of the limit: the requests in flight still grow a little (buffers, text) before they end.
@@ -405,6 +416,11 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       ChoiceResult out;
       if (r.echo) out.text = r.prompts.empty() ? tok.decode(c.prompt) : r.prompts[i / static_cast<size_t>(r.n)];
       for (const std::string& p : c.pieces) out.text += p;
+      if (reasoning_apart) {
+        ReplyParts parts = split_reasoning(out.text, starts_inside);
+        out.reasoning = std::move(parts.reasoning);
+        out.text = std::move(parts.content);
+      }
       size_t offset = 0;
       out.logprobs = r.options.logprobs < 0 ? json(nullptr)
                      : r.echo ? echo_logprobs_json(c.prompt, c.prompt_logprobs, c.logprobs, tok)
@@ -426,9 +442,13 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     std::vector<TokenLogprob> unsent;
     bool holding = false;           // a reply that may be a tool call is sent whole at its end, as calls or as text
     std::string held;
+    std::optional<ReasoningSplitter> reasoning;  // where the reply's reasoning goes apart
   };
   std::vector<Sent> sent(n_choices);
-  for (Sent& s : sent) s.holding = r.tools.active();
+  for (Sent& s : sent) {
+    s.holding = r.tools.active();
+    if (reasoning_apart) s.reasoning.emplace(starts_inside);
+  }
   res.set_header("Cache-Control", "no-cache");
   const int64_t created = unix_seconds();
   res.set_chunked_content_provider(
@@ -473,6 +493,18 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           cancel(*ch);
           if (!sink.is_writable()) return false;
         }
+        // A piece of the reply as its reasoning and content chunks (one chunk of content where nothing splits it).
+        auto send_parts = [&](Sent& s, size_t i, const ReplyParts& parts) {
+          for (const bool thought : {true, false}) {
+            const std::string& text = thought ? parts.reasoning : parts.content;
+            if (text.empty() && (thought || s.reasoning)) continue;
+            const json chunk = thought ? reasoning_chunk_json(r, rid, created, opt_.model_name, text, s.first, take_logprobs(s), i)
+                                       : chunk_json(r, rid, created, opt_.model_name, text, nullptr, s.first, take_logprobs(s), i);
+            if (!send(chunk)) return false;
+            s.first = false;
+          }
+          return true;
+        };
         for (size_t i = 0; i < n; ++i) {
           Sent& s = sent[i];
           for (std::string& p : got[i]) {
@@ -482,14 +514,14 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
               s.holding = false;
               p.swap(s.held);
             }
-            if (!send(chunk_json(r, rid, created, opt_.model_name, p, nullptr, s.first, take_logprobs(s), i))) {
+            if (!send_parts(s, i, s.reasoning ? s.reasoning->feed(p) : ReplyParts{"", std::move(p)})) {
               ch->closed = true;
               cancel(*ch);
               return false;
             }
-            s.first = false;
           }
           if (!done[i] || s.finished) continue;
+          if (s.reasoning) send_parts(s, i, s.reasoning->finish());
           std::vector<ToolCall> calls;
           if (!s.held.empty()) {
             calls = read_tool_calls(s.held, tool_call_id_prefix(ch->choices[i].id));
