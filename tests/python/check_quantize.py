@@ -53,8 +53,8 @@ CASES = {
                                     ["--bits", "4", "--group-size", "64", "--act-order", "--asym"], None),
     "mixtral_gptq4_g64_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"], "gguf",
                                   ["--bits", "4", "--group-size", "64"], None),
-    "qwen3moe_gptq4_g32_experts": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "64", "--experts", "8",
-                                    "--experts-used", "4", "--head-dim", "32"], "gguf", ["--bits", "4", "--group-size", "32"],
+    "qwen3moe_gptq4_g32_experts": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "64", "--experts", "4",
+                                    "--experts-used", "2", "--head-dim", "32"], "gguf", ["--bits", "4", "--group-size", "32"],
                                    None),
     "qwen2_gptq8_per_row_bias": (["--arch", "qwen2", "--type", "f32"], "gguf", ["--bits", "8", "--group-size", "-1"], 0.03),
     # Gemma 3: Q/K and post norms (written as HF's w for the engine's 1 + w), local and global layers

@@ -15,42 +15,32 @@ using nlohmann::json;
 
 namespace {
 
-ApiError bad(const std::string& message, const std::string& param) {
-  return ApiError(400, "invalid_request_error", message, param);
-}
-
-// A present, non-null field, or nullptr.
-const json* field(const json& j, const char* name) {
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
 double number(const json& v, const char* name, double lo, double hi) {
-  if (!v.is_number()) throw bad(std::string(name) + " must be a number", name);
+  if (!v.is_number()) throw bad_request(std::string(name) + " must be a number", name);
   const double x = v.get<double>();
   if (!(x >= lo && x <= hi))
-    throw bad(std::string(name) + " must be between " + json(lo).dump() + " and " + json(hi).dump(), name);
+    throw bad_request(std::string(name) + " must be between " + json(lo).dump() + " and " + json(hi).dump(), name);
   return x;
 }
 
 int64_t integer(const json& v, const char* name, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) throw bad(std::string(name) + " must be an integer", name);
+  if (!v.is_number_integer()) throw bad_request(std::string(name) + " must be an integer", name);
   const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
   if (x < lo || x > hi)
-    throw bad(std::string(name) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi), name);
+    throw bad_request(std::string(name) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi), name);
   return x;
 }
 
 // A message's content: a string, or OpenAI's array of parts of which only text is supported.
 std::string content_text(const json& c, const std::string& param) {
   if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) throw bad(param + " must be a string or an array of text parts", param);
+  if (!c.is_array()) throw bad_request(param + " must be a string or an array of text parts", param);
   std::string text;
   for (const json& part : c) {
-    const json* type = part.is_object() ? field(part, "type") : nullptr;
-    const json* t = part.is_object() ? field(part, "text") : nullptr;
+    const json* type = part.is_object() ? json_field(part, "type") : nullptr;
+    const json* t = part.is_object() ? json_field(part, "text") : nullptr;
     if (!type || *type != "text" || !t || !t->is_string())
-      throw bad(param + ": only parts of type \"text\" with a string \"text\" are supported", param);
+      throw bad_request(param + ": only parts of type \"text\" with a string \"text\" are supported", param);
     text += t->get<std::string>();
   }
   return text;
@@ -62,31 +52,31 @@ std::string content_text(const json& c, const std::string& param) {
 // order the client wrote them.
 std::shared_ptr<const Grammar> output_grammar(const json& format, std::string_view body) {
   const std::string param = "response_format";
-  if (!format.is_object()) throw bad("response_format must be an object", param);
-  const json* type = field(format, "type");
-  if (!type || !type->is_string()) throw bad("response_format.type must be a string", param);
+  if (!format.is_object()) throw bad_request("response_format must be an object", param);
+  const json* type = json_field(format, "type");
+  if (!type || !type->is_string()) throw bad_request("response_format.type must be a string", param);
   if (*type == "text") return nullptr;
   if (*type == "json_object") {
     static const auto object = std::make_shared<const Grammar>(json_grammar(true));
     return object;
   }
   if (*type != "json_schema")
-    throw bad("response_format.type must be \"text\", \"json_object\" or \"json_schema\"", param);
-  const json* spec = field(format, "json_schema");
-  if (!spec || !spec->is_object()) throw bad("response_format.json_schema must be an object", param);
-  if (const json* name = field(*spec, "name"); name && !name->is_string())
-    throw bad("response_format.json_schema.name must be a string", param);
-  if (const json* strict = field(*spec, "strict"); strict && !strict->is_boolean())
-    throw bad("response_format.json_schema.strict must be true or false", param);
-  const json* schema = field(*spec, "schema");
+    throw bad_request("response_format.type must be \"text\", \"json_object\" or \"json_schema\"", param);
+  const json* spec = json_field(format, "json_schema");
+  if (!spec || !spec->is_object()) throw bad_request("response_format.json_schema must be an object", param);
+  if (const json* name = json_field(*spec, "name"); name && !name->is_string())
+    throw bad_request("response_format.json_schema.name must be a string", param);
+  if (const json* strict = json_field(*spec, "strict"); strict && !strict->is_boolean())
+    throw bad_request("response_format.json_schema.strict must be true or false", param);
+  const json* schema = json_field(*spec, "schema");
   if (!schema) return std::make_shared<const Grammar>(json_grammar(false));  // OpenAI: any JSON then
   try {
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
     return std::make_shared<const Grammar>(json_schema_grammar_parsed(ordered.at(param).at("json_schema").at("schema")));
   } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("response_format.json_schema.schema: ") + e.what(), param);
+    throw bad_request(std::string("response_format.json_schema.schema: ") + e.what(), param);
   } catch (const Error& e) {
-    throw bad(std::string("response_format.json_schema.schema: ") + e.what(), param);
+    throw bad_request(std::string("response_format.json_schema.schema: ") + e.what(), param);
   }
 }
 
@@ -99,16 +89,16 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
-    throw bad(std::string("the body is not valid JSON: ") + e.what(), "");
+    throw bad_request(std::string("the body is not valid JSON: ") + e.what(), "");
   }
-  if (!j.is_object()) throw bad("the body must be a JSON object", "");
+  if (!j.is_object()) throw bad_request("the body must be a JSON object", "");
 
   CompletionRequest r;
   r.chat = chat;
   r.options.sampling = defaults;
   r.options.max_tokens = default_max_tokens;
-  if (const json* m = field(j, "model")) {
-    if (!m->is_string()) throw bad("model must be a string", "model");
+  if (const json* m = json_field(j, "model")) {
+    if (!m->is_string()) throw bad_request("model must be a string", "model");
     r.model = m->get<std::string>();
     if (!served_model.empty() && r.model != served_model)
       throw ApiError(404, "not_found_error", "the model '" + r.model + "' does not exist; this server serves '" + served_model + "'",
@@ -117,30 +107,30 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
 
   size_t prompt_bytes = 0;
   if (chat) {
-    const json* msgs = field(j, "messages");
-    if (!msgs) throw bad("messages is required", "messages");
-    if (!msgs->is_array() || msgs->empty()) throw bad("messages must be a non-empty array", "messages");
+    const json* msgs = json_field(j, "messages");
+    if (!msgs) throw bad_request("messages is required", "messages");
+    if (!msgs->is_array() || msgs->empty()) throw bad_request("messages must be a non-empty array", "messages");
     if (msgs->size() > limits.max_messages)
-      throw bad("more than " + std::to_string(limits.max_messages) + " messages", "messages");
+      throw bad_request("more than " + std::to_string(limits.max_messages) + " messages", "messages");
     std::map<std::string, std::string> called;  // earlier tool calls' ids -> their functions
     bool after_result = false;                  // the last message is a tool's result
     for (size_t i = 0; i < msgs->size(); ++i) {
       const json& m = (*msgs)[i];
       const std::string at = "messages[" + std::to_string(i) + "]";
-      if (!m.is_object()) throw bad(at + " must be an object", at);
-      const json* role = field(m, "role");
-      if (!role || !role->is_string()) throw bad(at + ".role must be a string", at + ".role");
+      if (!m.is_object()) throw bad_request(at + " must be an object", at);
+      const json* role = json_field(m, "role");
+      if (!role || !role->is_string()) throw bad_request(at + ".role must be a string", at + ".role");
       const std::string rl = role->get<std::string>();
       if (rl != "system" && rl != "user" && rl != "assistant" && rl != "developer" && rl != "tool" && rl != "function")
-        throw bad(at + ".role '" + rl + "' is not one of system, developer, user, assistant, tool, function", at + ".role");
-      const json* content = field(m, "content");
+        throw bad_request(at + ".role '" + rl + "' is not one of system, developer, user, assistant, tool, function", at + ".role");
+      const json* content = json_field(m, "content");
       std::string text = content ? content_text(*content, at + ".content") : std::string();
       std::string as = rl == "developer" ? "system" : rl;  // the role the template sees
-      const json* calls = rl == "assistant" ? field(m, "tool_calls") : nullptr;
+      const json* calls = rl == "assistant" ? json_field(m, "tool_calls") : nullptr;
       if (calls && calls->is_array())
         for (const json& c : *calls)
-          if (const json* id = field(c, "id"); id && id->is_string() && field(c, "function"))
-            if (const json* fn = field(c["function"], "name"); fn && fn->is_string()) called[id->get<std::string>()] = fn->get<std::string>();
+          if (const json* id = json_field(c, "id"); id && id->is_string() && json_field(c, "function"))
+            if (const json* fn = json_field(c["function"], "name"); fn && fn->is_string()) called[id->get<std::string>()] = fn->get<std::string>();
       if (calls) {  // written as the model would have written them (tools/serve/tool_calls.h)
         const std::string written = tool_calls_text(*calls, at + ".tool_calls");
         text = text.empty() || written.empty() ? text + written : text + "\n\n" + written;
@@ -149,13 +139,13 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       if (result) {  // a tool's result, as the user's turn (templates know no other role for it)
         std::string name;
         if (rl == "tool") {
-          const json* id = field(m, "tool_call_id");
-          if (!id || !id->is_string()) throw bad(at + ".tool_call_id must be a string", at + ".tool_call_id");
+          const json* id = json_field(m, "tool_call_id");
+          if (!id || !id->is_string()) throw bad_request(at + ".tool_call_id must be a string", at + ".tool_call_id");
           auto it = called.find(id->get<std::string>());
           if (it == called.end())
-            throw bad(at + ".tool_call_id '" + id->get<std::string>() + "' answers no earlier tool call", at + ".tool_call_id");
+            throw bad_request(at + ".tool_call_id '" + id->get<std::string>() + "' answers no earlier tool call", at + ".tool_call_id");
           name = it->second;
-        } else if (const json* n = field(m, "name"); n && n->is_string()) {
+        } else if (const json* n = json_field(m, "name"); n && n->is_string()) {
           name = n->get<std::string>();
         }
         text = tool_result_text(name, text);
@@ -171,14 +161,14 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   } else {
     // A string or token ids, or an array of several of either (a choice each), as OpenAI's
     // API allows: lm-evaluation-harness sends batches of token ids.
-    const json* p = field(j, "prompt");
-    if (!p) throw bad("prompt is required", "prompt");
+    const json* p = json_field(j, "prompt");
+    if (!p) throw bad_request("prompt is required", "prompt");
     const std::string shapes = "prompt must be a string, an array of token ids, or an array of strings or of token id arrays";
     auto add_ids = [&](const json& ids) {
       std::vector<int32_t>& out = r.prompt_ids.emplace_back();
       for (const json& id : ids) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-          throw bad("prompt: an array must hold token ids (non-negative integers)", "prompt");
+          throw bad_request("prompt: an array must hold token ids (non-negative integers)", "prompt");
         out.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
       prompt_bytes += out.size() * sizeof(int32_t);
@@ -190,133 +180,133 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     if (p->is_string()) {
       add_text(*p);
     } else if (!p->is_array() || p->empty()) {
-      throw bad(p->is_array() ? "prompt is empty" : shapes, "prompt");
+      throw bad_request(p->is_array() ? "prompt is empty" : shapes, "prompt");
     } else if ((*p)[0].is_string() || (*p)[0].is_array()) {
       if (p->size() > limits.max_choices)
-        throw bad("more than " + std::to_string(limits.max_choices) + " prompts in one request", "prompt");
+        throw bad_request("more than " + std::to_string(limits.max_choices) + " prompts in one request", "prompt");
       for (const json& one : *p) {
-        if (one.is_string() != (*p)[0].is_string() || one.is_array() != (*p)[0].is_array()) throw bad(shapes, "prompt");
+        if (one.is_string() != (*p)[0].is_string() || one.is_array() != (*p)[0].is_array()) throw bad_request(shapes, "prompt");
         one.is_string() ? add_text(one) : add_ids(one);
       }
     } else {
       add_ids(*p);
     }
     for (const auto& ids : r.prompt_ids)
-      if (ids.empty()) throw bad("prompt is empty", "prompt");
+      if (ids.empty()) throw bad_request("prompt is empty", "prompt");
     for (const std::string& text : r.prompts)
-      if (text.empty()) throw bad("prompt is empty", "prompt");
+      if (text.empty()) throw bad_request("prompt is empty", "prompt");
   }
   if (prompt_bytes > limits.max_prompt_bytes)
-    throw bad("the prompt is " + std::to_string(prompt_bytes) + " bytes, more than the limit of " +
+    throw bad_request("the prompt is " + std::to_string(prompt_bytes) + " bytes, more than the limit of " +
                   std::to_string(limits.max_prompt_bytes),
               chat ? "messages" : "prompt");
 
-  if (const json* v = field(j, "echo")) {  // the prompt's text (and log-probabilities) before the completion's
-    if (!v->is_boolean()) throw bad("echo must be true or false", "echo");
+  if (const json* v = json_field(j, "echo")) {  // the prompt's text (and log-probabilities) before the completion's
+    if (!v->is_boolean()) throw bad_request("echo must be true or false", "echo");
     r.echo = v->get<bool>();
-    if (r.echo && chat) throw bad("echo is for /v1/completions", "echo");
+    if (r.echo && chat) throw bad_request("echo is for /v1/completions", "echo");
   }
   for (const char* name : {"max_tokens", "max_completion_tokens"})  // 0 with echo: only score the prompt
-    if (const json* v = field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, r.echo ? 0 : 1, limits.max_tokens));
-  if (const json* v = field(j, "n")) r.n = static_cast<int32_t>(integer(*v, "n", 1, static_cast<int64_t>(limits.max_choices)));
+    if (const json* v = json_field(j, name)) r.options.max_tokens = static_cast<int32_t>(integer(*v, name, r.echo ? 0 : 1, limits.max_tokens));
+  if (const json* v = json_field(j, "n")) r.n = static_cast<int32_t>(integer(*v, "n", 1, static_cast<int64_t>(limits.max_choices)));
   if (const size_t n_prompts = std::max<size_t>(1, r.prompts.size() + r.prompt_ids.size()); n_prompts * r.n > limits.max_choices)
-    throw bad("prompts x n is " + std::to_string(n_prompts * r.n) + ", more than " + std::to_string(limits.max_choices) +
+    throw bad_request("prompts x n is " + std::to_string(n_prompts * r.n) + ", more than " + std::to_string(limits.max_choices) +
                   " choices in one request",
               "n");
 
   SamplingParams& s = r.options.sampling;
-  if (const json* v = field(j, "temperature")) s.temperature = static_cast<float>(number(*v, "temperature", 0, 2));
-  if (const json* v = field(j, "top_p")) s.top_p = static_cast<float>(number(*v, "top_p", 0, 1));
-  if (!(s.top_p > 0)) throw bad("top_p must be above 0", "top_p");
-  if (const json* v = field(j, "top_k")) s.top_k = static_cast<int32_t>(integer(*v, "top_k", 0, 1 << 20));
-  if (const json* v = field(j, "min_p")) s.min_p = static_cast<float>(number(*v, "min_p", 0, 1));
-  if (const json* v = field(j, "seed")) s.seed = static_cast<uint64_t>(integer(*v, "seed", INT64_MIN, INT64_MAX));
-  if (const json* v = field(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number(*v, "presence_penalty", -2, 2));
-  if (const json* v = field(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number(*v, "frequency_penalty", -2, 2));
+  if (const json* v = json_field(j, "temperature")) s.temperature = static_cast<float>(number(*v, "temperature", 0, 2));
+  if (const json* v = json_field(j, "top_p")) s.top_p = static_cast<float>(number(*v, "top_p", 0, 1));
+  if (!(s.top_p > 0)) throw bad_request("top_p must be above 0", "top_p");
+  if (const json* v = json_field(j, "top_k")) s.top_k = static_cast<int32_t>(integer(*v, "top_k", 0, 1 << 20));
+  if (const json* v = json_field(j, "min_p")) s.min_p = static_cast<float>(number(*v, "min_p", 0, 1));
+  if (const json* v = json_field(j, "seed")) s.seed = static_cast<uint64_t>(integer(*v, "seed", INT64_MIN, INT64_MAX));
+  if (const json* v = json_field(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number(*v, "presence_penalty", -2, 2));
+  if (const json* v = json_field(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number(*v, "frequency_penalty", -2, 2));
   for (const char* name : {"repetition_penalty", "repeat_penalty"})
-    if (const json* v = field(j, name)) s.repeat_penalty = static_cast<float>(number(*v, name, 0.01, 10));
-  if (const json* v = field(j, "logit_bias")) {
-    if (!v->is_object()) throw bad("logit_bias must be an object of token ids to numbers", "logit_bias");
-    if (v->size() > limits.max_logit_bias) throw bad("logit_bias has too many entries", "logit_bias");
+    if (const json* v = json_field(j, name)) s.repeat_penalty = static_cast<float>(number(*v, name, 0.01, 10));
+  if (const json* v = json_field(j, "logit_bias")) {
+    if (!v->is_object()) throw bad_request("logit_bias must be an object of token ids to numbers", "logit_bias");
+    if (v->size() > limits.max_logit_bias) throw bad_request("logit_bias has too many entries", "logit_bias");
     for (const auto& [key, bias] : v->items()) {
       char* end = nullptr;
       const long id = std::strtol(key.c_str(), &end, 10);
       if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
-        throw bad("logit_bias: '" + key + "' is not a token id", "logit_bias");
+        throw bad_request("logit_bias: '" + key + "' is not a token id", "logit_bias");
       s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(number(bias, "logit_bias", -100, 100)));
     }
   }
-  if (const json* v = field(j, "stop")) {
+  if (const json* v = json_field(j, "stop")) {
     std::vector<std::string> stops;
     if (v->is_string()) {
       stops.push_back(v->get<std::string>());
     } else if (v->is_array()) {
       for (const json& x : *v) {
-        if (!x.is_string()) throw bad("stop must be a string or an array of strings", "stop");
+        if (!x.is_string()) throw bad_request("stop must be a string or an array of strings", "stop");
         stops.push_back(x.get<std::string>());
       }
     } else {
-      throw bad("stop must be a string or an array of strings", "stop");
+      throw bad_request("stop must be a string or an array of strings", "stop");
     }
-    if (stops.size() > limits.max_stop) throw bad("at most " + std::to_string(limits.max_stop) + " stop strings", "stop");
+    if (stops.size() > limits.max_stop) throw bad_request("at most " + std::to_string(limits.max_stop) + " stop strings", "stop");
     for (const std::string& x : stops)
       if (x.empty() || x.size() > limits.max_stop_bytes)
-        throw bad("a stop string must have 1 to " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
+        throw bad_request("a stop string must have 1 to " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
     r.options.stop = std::move(stops);
   }
-  if (const json* v = field(j, "ignore_eos")) {  // llama-server's: generate max_tokens whatever the model says
-    if (!v->is_boolean()) throw bad("ignore_eos must be true or false", "ignore_eos");
+  if (const json* v = json_field(j, "ignore_eos")) {  // llama-server's: generate max_tokens whatever the model says
+    if (!v->is_boolean()) throw bad_request("ignore_eos must be true or false", "ignore_eos");
     r.options.stop_at_end_of_generation = !v->get<bool>();
   }
-  if (const json* v = field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
-  if (const json* v = field(j, "grammar")) {  // llama-server's: GBNF text
-    if (!v->is_string()) throw bad("grammar must be a string (GBNF)", "grammar");
-    if (r.options.grammar) throw bad("grammar and a JSON response_format cannot be given together", "grammar");
+  if (const json* v = json_field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
+  if (const json* v = json_field(j, "grammar")) {  // llama-server's: GBNF text
+    if (!v->is_string()) throw bad_request("grammar must be a string (GBNF)", "grammar");
+    if (r.options.grammar) throw bad_request("grammar and a JSON response_format cannot be given together", "grammar");
     try {
       r.options.grammar = std::make_shared<const Grammar>(gbnf_grammar(v->get<std::string>()));
     } catch (const Error& e) {
-      throw bad(e.what(), "grammar");
+      throw bad_request(e.what(), "grammar");
     }
   }
   // logprobs: chat's a boolean with top_logprobs beside it; the completions API's the number of alternatives.
   constexpr int64_t kMaxTop = GenerateOptions::kMaxTopLogprobs;
   if (chat) {
     bool wanted = false;
-    if (const json* v = field(j, "logprobs")) {
-      if (!v->is_boolean()) throw bad("logprobs must be true or false", "logprobs");
+    if (const json* v = json_field(j, "logprobs")) {
+      if (!v->is_boolean()) throw bad_request("logprobs must be true or false", "logprobs");
       wanted = v->get<bool>();
     }
-    if (const json* v = field(j, "top_logprobs")) {
+    if (const json* v = json_field(j, "top_logprobs")) {
       const int64_t n = integer(*v, "top_logprobs", 0, kMaxTop);
-      if (!wanted) throw bad("top_logprobs needs logprobs: true", "top_logprobs");
+      if (!wanted) throw bad_request("top_logprobs needs logprobs: true", "top_logprobs");
       r.options.logprobs = static_cast<int32_t>(n);
     } else if (wanted) {
       r.options.logprobs = 0;
     }
-  } else if (const json* v = field(j, "logprobs")) {
+  } else if (const json* v = json_field(j, "logprobs")) {
     r.options.logprobs = static_cast<int32_t>(integer(*v, "logprobs", 0, kMaxTop));
   }
   // Asked for and not done: refused, not ignored.
-  if (const json* v = field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad("only best_of = 1 is supported", "best_of");
+  if (const json* v = json_field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad_request("only best_of = 1 is supported", "best_of");
   // Function calling (tools/serve/tool_calls.h). The tools' schemas are read
   // again with their members' order kept, as response_format's.
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"}) {
-    if (!field(j, name)) continue;
-    if (!chat) throw bad("tools are for /v1/chat/completions", name);  // the first of them the request has
+    if (!json_field(j, name)) continue;
+    if (!chat) throw bad_request("tools are for /v1/chat/completions", name);  // the first of them the request has
     r.tools = parse_tool_request(nlohmann::ordered_json::parse(body), limits.max_tools);
     break;
   }
-  if (field(j, "chat_template_kwargs")) {  // llama-server's and vLLM's: the chat template's variables
-    if (!chat) throw bad("chat_template_kwargs is for /v1/chat/completions", "chat_template_kwargs");
+  if (json_field(j, "chat_template_kwargs")) {  // llama-server's and vLLM's: the chat template's variables
+    if (!chat) throw bad_request("chat_template_kwargs is for /v1/chat/completions", "chat_template_kwargs");
     r.template_vars = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
     try {
       cli::check_template_vars(r.template_vars, "chat_template_kwargs");
     } catch (const Error& e) {
-      throw bad(e.what(), "chat_template_kwargs");
+      throw bad_request(e.what(), "chat_template_kwargs");
     }
   }
   if (r.tools.active()) {
-    if (r.options.grammar) throw bad("tools cannot be given with response_format or grammar", "tools");
+    if (r.options.grammar) throw bad_request("tools cannot be given with response_format or grammar", "tools");
     r.options.grammar = tools_grammar(r.tools);
     const std::string offer = tools_prompt(r.tools);
     if (r.messages.front().role == "system")
@@ -324,15 +314,15 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     else
       r.messages.insert(r.messages.begin(), {"system", offer});
   }
-  if (const json* v = field(j, "stream")) {
-    if (!v->is_boolean()) throw bad("stream must be true or false", "stream");
+  if (const json* v = json_field(j, "stream")) {
+    if (!v->is_boolean()) throw bad_request("stream must be true or false", "stream");
     r.stream = v->get<bool>();
-    if (r.stream && r.echo) throw bad("echo is not supported with stream", "echo");
+    if (r.stream && r.echo) throw bad_request("echo is not supported with stream", "echo");
   }
-  if (const json* v = field(j, "stream_options")) {
-    if (!v->is_object()) throw bad("stream_options must be an object", "stream_options");
-    if (const json* u = field(*v, "include_usage")) {
-      if (!u->is_boolean()) throw bad("stream_options.include_usage must be true or false", "stream_options");
+  if (const json* v = json_field(j, "stream_options")) {
+    if (!v->is_object()) throw bad_request("stream_options must be an object", "stream_options");
+    if (const json* u = json_field(*v, "include_usage")) {
+      if (!u->is_boolean()) throw bad_request("stream_options.include_usage must be true or false", "stream_options");
       r.include_usage = u->get<bool>();
     }
   }

@@ -28,6 +28,19 @@ class ApiError : public Error {
   std::string param;  // the field at fault, or ""
 };
 
+// A 400 naming the field at fault.
+inline ApiError bad_request(const std::string& message, const std::string& param) {
+  return ApiError(400, "invalid_request_error", message, param);
+}
+
+// A present, non-null member of a JSON object (json or ordered_json), or nullptr.
+template <class J>
+const J* json_field(const J& j, const char* name) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(name);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
 struct ApiLimits {
   size_t max_prompt_bytes = 1 << 20;  // prompt or all message contents together
   int32_t max_tokens = 4096;          // the most a request may ask for

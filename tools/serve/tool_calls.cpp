@@ -14,17 +14,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ApiError bad(const std::string& message, const std::string& param) {
-  return ApiError(400, "invalid_request_error", message, param);
-}
-
-template <class J>
-const J* field(const J& j, const char* name) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(name);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
 // OpenAI's rule for function names.
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
@@ -65,56 +54,56 @@ ordered_json call_schema(const std::string& name, const std::string& parameters_
 
 ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools) {
   ToolRequest t;
-  const ordered_json* tools = field(body, "tools");
-  const ordered_json* functions = field(body, "functions");  // the API's older form: the functions alone
-  if (tools && functions) throw bad("give tools or functions, not both", "functions");
+  const ordered_json* tools = json_field(body, "tools");
+  const ordered_json* functions = json_field(body, "functions");  // the API's older form: the functions alone
+  if (tools && functions) throw bad_request("give tools or functions, not both", "functions");
   const std::string param = tools ? "tools" : "functions";
   std::set<std::string> names;
   if (const ordered_json* list = tools ? tools : functions) {
-    if (!list->is_array()) throw bad(param + " must be an array", param);
-    if (list->size() > max_tools) throw bad("more than " + std::to_string(max_tools) + " " + param, param);
+    if (!list->is_array()) throw bad_request(param + " must be an array", param);
+    if (list->size() > max_tools) throw bad_request("more than " + std::to_string(max_tools) + " " + param, param);
     for (size_t i = 0; i < list->size(); ++i) {
       const std::string at = param + "[" + std::to_string(i) + "]";
       const ordered_json* fn = &(*list)[i];
       std::string fn_at = at;
       if (tools) {
-        const ordered_json* type = field(*fn, "type");
-        if (!type || *type != "function") throw bad(at + ".type must be \"function\"", param);
-        fn = field(*fn, "function");
+        const ordered_json* type = json_field(*fn, "type");
+        if (!type || *type != "function") throw bad_request(at + ".type must be \"function\"", param);
+        fn = json_field(*fn, "function");
         fn_at = at + ".function";
       }
-      if (!fn || !fn->is_object()) throw bad(fn_at + " must be an object", param);
-      const ordered_json* name = field(*fn, "name");
+      if (!fn || !fn->is_object()) throw bad_request(fn_at + " must be an object", param);
+      const ordered_json* name = json_field(*fn, "name");
       if (!name || !name->is_string() || !valid_name(name->get<std::string>()))
-        throw bad(fn_at + ".name must be 1 to 64 letters, digits, underscores or dashes", param);
+        throw bad_request(fn_at + ".name must be 1 to 64 letters, digits, underscores or dashes", param);
       if (!names.insert(name->get<std::string>()).second)
-        throw bad(fn_at + ".name '" + name->get<std::string>() + "' is given twice", param);
+        throw bad_request(fn_at + ".name '" + name->get<std::string>() + "' is given twice", param);
       ordered_json tool = {{"name", *name}};
-      if (const ordered_json* d = field(*fn, "description")) {
-        if (!d->is_string()) throw bad(fn_at + ".description must be a string", param);
+      if (const ordered_json* d = json_field(*fn, "description")) {
+        if (!d->is_string()) throw bad_request(fn_at + ".description must be a string", param);
         tool["description"] = *d;
       }
-      if (const ordered_json* s = field(*fn, "strict"); s && !s->is_boolean())
-        throw bad(fn_at + ".strict must be true or false", param);
+      if (const ordered_json* s = json_field(*fn, "strict"); s && !s->is_boolean())
+        throw bad_request(fn_at + ".strict must be true or false", param);
       // Without parameters a function takes none: {} is its only arguments.
       ordered_json parameters = {{"type", "object"}, {"properties", ordered_json::object()}, {"additionalProperties", false}};
-      if (const ordered_json* p = field(*fn, "parameters")) {
-        if (!p->is_object()) throw bad(fn_at + ".parameters must be a JSON Schema object", param);
+      if (const ordered_json* p = json_field(*fn, "parameters")) {
+        if (!p->is_object()) throw bad_request(fn_at + ".parameters must be a JSON Schema object", param);
         parameters = *p;
       }
       try {  // strict or not, the arguments are held to the schema: one it cannot enforce is refused
         json_schema_grammar_parsed(parameters);
       } catch (const Error& e) {
-        throw bad(fn_at + ".parameters: " + e.what(), param);
+        throw bad_request(fn_at + ".parameters: " + e.what(), param);
       }
       tool["parameters"] = std::move(parameters);
       t.tools.push_back(std::move(tool));
     }
   }
 
-  const char* choice_param = field(body, "tool_choice") ? "tool_choice" : "function_call";
+  const char* choice_param = json_field(body, "tool_choice") ? "tool_choice" : "function_call";
   t.choice = t.tools.empty() ? ToolRequest::Choice::none : ToolRequest::Choice::automatic;
-  if (const ordered_json* c = field(body, choice_param)) {
+  if (const ordered_json* c = json_field(body, choice_param)) {
     if (c->is_string() && (*c == "none" || *c == "auto" || *c == "required")) {
       t.choice = *c == "none" ? ToolRequest::Choice::none
                  : *c == "auto" ? ToolRequest::Choice::automatic
@@ -122,26 +111,26 @@ ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools) {
     } else if (c->is_object()) {  // tool_choice {type: function, function: {name}}; function_call {name}
       const ordered_json* fn = c;
       if (std::string(choice_param) == "tool_choice") {
-        const ordered_json* type = field(*c, "type");
-        if (!type || *type != "function") throw bad("tool_choice.type must be \"function\"", choice_param);
-        fn = field(*c, "function");
+        const ordered_json* type = json_field(*c, "type");
+        if (!type || *type != "function") throw bad_request("tool_choice.type must be \"function\"", choice_param);
+        fn = json_field(*c, "function");
       }
-      const ordered_json* name = fn ? field(*fn, "name") : nullptr;
-      if (!name || !name->is_string()) throw bad(std::string(choice_param) + " must name a function", choice_param);
+      const ordered_json* name = fn ? json_field(*fn, "name") : nullptr;
+      if (!name || !name->is_string()) throw bad_request(std::string(choice_param) + " must name a function", choice_param);
       if (!names.count(name->get<std::string>()))
-        throw bad(std::string(choice_param) + " names '" + name->get<std::string>() + "', which is not among the " + param,
+        throw bad_request(std::string(choice_param) + " names '" + name->get<std::string>() + "', which is not among the " + param,
                   choice_param);
       t.choice = ToolRequest::Choice::required;
       t.forced = name->get<std::string>();
     } else {
-      throw bad(std::string(choice_param) + " must be \"none\", \"auto\", \"required\" or name a function", choice_param);
+      throw bad_request(std::string(choice_param) + " must be \"none\", \"auto\", \"required\" or name a function", choice_param);
     }
     if (t.choice == ToolRequest::Choice::required && t.tools.empty())
-      throw bad(std::string(choice_param) + " asks for a call, but no tools are given", choice_param);
+      throw bad_request(std::string(choice_param) + " asks for a call, but no tools are given", choice_param);
     if (t.tools.empty()) t.choice = ToolRequest::Choice::none;  // "auto" among no tools
   }
-  if (const ordered_json* p = field(body, "parallel_tool_calls")) {
-    if (!p->is_boolean()) throw bad("parallel_tool_calls must be true or false", "parallel_tool_calls");
+  if (const ordered_json* p = json_field(body, "parallel_tool_calls")) {
+    if (!p->is_boolean()) throw bad_request("parallel_tool_calls must be true or false", "parallel_tool_calls");
     t.parallel = p->get<bool>();
   }
   return t;
@@ -203,23 +192,23 @@ std::shared_ptr<const Grammar> tools_grammar(const ToolRequest& t) {
 }
 
 std::string tool_calls_text(const json& tool_calls, const std::string& param) {
-  if (!tool_calls.is_array()) throw bad(param + " must be an array", param);
+  if (!tool_calls.is_array()) throw bad_request(param + " must be an array", param);
   ordered_json calls = ordered_json::array();
   for (size_t i = 0; i < tool_calls.size(); ++i) {
     const json& c = tool_calls[i];
     const std::string at = param + "[" + std::to_string(i) + "]";
-    const json* fn = field(c, "function");
-    const json* name = fn ? field(*fn, "name") : nullptr;
-    const json* args = fn ? field(*fn, "arguments") : nullptr;
-    if (!name || !name->is_string()) throw bad(at + ".function.name must be a string", param);
+    const json* fn = json_field(c, "function");
+    const json* name = fn ? json_field(*fn, "name") : nullptr;
+    const json* args = fn ? json_field(*fn, "arguments") : nullptr;
+    if (!name || !name->is_string()) throw bad_request(at + ".function.name must be a string", param);
     // OpenAI's arguments are JSON text; written back as the JSON the model wrote.
     ordered_json arguments = ordered_json::object();
     if (args) {
-      if (!args->is_string()) throw bad(at + ".function.arguments must be a string of JSON", param);
+      if (!args->is_string()) throw bad_request(at + ".function.arguments must be a string of JSON", param);
       try {
         arguments = ordered_json::parse(args->get<std::string>());
       } catch (const json::exception&) {
-        throw bad(at + ".function.arguments is not JSON", param);
+        throw bad_request(at + ".function.arguments is not JSON", param);
       }
     }
     calls.push_back({{"name", *name}, {"arguments", std::move(arguments)}});
@@ -242,8 +231,8 @@ std::vector<ToolCall> read_tool_calls(std::string_view reply, const std::string&
   const ordered_json calls = j.is_array() ? j : ordered_json::array({j});
   std::vector<ToolCall> out;
   for (const ordered_json& c : calls) {
-    const ordered_json* name = field(c, "name");
-    const ordered_json* args = field(c, "arguments");
+    const ordered_json* name = json_field(c, "name");
+    const ordered_json* args = json_field(c, "arguments");
     if (!name || !name->is_string() || !args || !args->is_object() || c.size() != 2) return {};
     out.push_back({id_prefix + std::to_string(out.size()), name->get<std::string>(), args->dump()});
   }
