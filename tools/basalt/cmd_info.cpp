@@ -31,7 +31,7 @@ void info(const ModelOptions& o) {
   std::printf("parameters      %.2fM\n", m->n_params() / 1e6);
   std::printf("layers          %lld\n", static_cast<long long>(s.n_layer));
   std::printf("embedding       %lld\n", static_cast<long long>(s.n_embd));
-  std::printf("feed-forward    %lld\n", static_cast<long long>(s.n_ff));
+  std::printf("feed-forward    %lld%s\n", static_cast<long long>(s.n_ff), s.is_moe() ? " (each expert)" : "");
   std::printf("heads           %lld query, %lld key/value (head dim %lld)\n", static_cast<long long>(s.n_head),
               static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim));
   if (s.is_moe())
