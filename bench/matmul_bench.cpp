@@ -54,6 +54,7 @@ const Shape kShapes[] = {
     {"7b.ffn_up", 11008, 4096},    {"7b.ffn_down", 4096, 11008},  {"135m.ffn_up", 1536, 576},
     {"135m.ffn_down", 576, 1536},  // SmolLM2-135M, the default model: `basalt serve`'s batched decode
     {"moe.ffn_up", 2816, 1024},    {"moe.ffn_down", 1024, 2816},  // the MoE bench model's experts (~128 tokens each at pp512)
+    {"qwen3moe.ffn_up", 768, 2048}, {"qwen3moe.ffn_down", 2048, 768},  // Qwen3-30B-A3B's experts (~32 tokens each at pp512)
 };
 const int64_t kTokens[] = {1, 4, 8, 16, 32, 64, 128, 512};  // 16-128: a server's batches
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
