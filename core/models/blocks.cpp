@@ -32,17 +32,26 @@ void build_rope(Graph& g, int x, float theta, float freq_scale) {
   rope.rope_theta = theta, rope.rope_freq_scale = freq_scale;
 }
 
+namespace {
+
+// Qwen3's and Gemma 3's RMS norm on each head of Q and K before RoPE (head_dim weights), where the layer has them.
+void build_head_norms(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t) {
+  if (l.q_norm.empty()) return;
+  for (auto [x, w] : {std::pair{t.q, &l.q_norm}, std::pair{t.k, &l.k_norm}}) {
+    Node& n = g.add(Op::rms_norm, x, {x});
+    n.vec = w, n.eps = s.rms_eps;
+  }
+}
+
+}  // namespace
+
 void build_attention(Graph& g, const ModelSpec& s, const LayerWeights& l, const DecoderTensors& t) {
   Node& norm = g.add(Op::rms_norm, t.h, {t.x});
   norm.vec = &l.attn_norm, norm.eps = s.rms_eps;
   g.add(Op::matmul, t.q, {t.h}).weight = &l.wq, g.nodes.back().vec = &l.bq;
   g.add(Op::matmul, t.k, {t.h}).weight = &l.wk, g.nodes.back().vec = &l.bk;
   g.add(Op::matmul, t.v, {t.h}).weight = &l.wv, g.nodes.back().vec = &l.bv;
-  if (!l.q_norm.empty())  // Qwen3: an RMS norm on each head's Q and K (head_dim weights)
-    for (auto [x, w] : {std::pair{t.q, &l.q_norm}, std::pair{t.k, &l.k_norm}}) {
-      Node& n = g.add(Op::rms_norm, x, {x});
-      n.vec = w, n.eps = s.rms_eps;
-    }
+  build_head_norms(g, s, l, t);
   for (int x : {t.q, t.k}) build_rope(g, x, s.rope_theta, s.rope_freq_scale);
   g.add(Op::attention, t.att, {t.q, t.k, t.v});
   g.add(Op::matmul, t.o, {t.att}).weight = &l.wo;
@@ -107,10 +116,7 @@ Graph build_gemma_graph(const Model& m) {
     matmul(t.q, t.h, l.wq);
     matmul(t.k, t.h, l.wk);
     matmul(t.v, t.h, l.wv);
-    if (!l.q_norm.empty()) {  // per head: the weights have head_dim values
-      norm(t.q, t.q, l.q_norm);
-      norm(t.k, t.k, l.k_norm);
-    }
+    build_head_norms(g, s, l, t);
     const bool own_base = local && s.rope_theta_swa > 0;  // no position scaling there
     for (int x : {t.q, t.k}) build_rope(g, x, own_base ? s.rope_theta_swa : s.rope_theta, own_base ? 1.0f : s.rope_freq_scale);
     g.add(Op::attention, t.att, {t.q, t.k, t.v});

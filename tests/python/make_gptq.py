@@ -121,8 +121,9 @@ def main() -> int:
     config = json.loads((src / "config.json").read_text())
     text = config.get("text_config", config)  # a multimodal Gemma 3: its text model's layers are quantized
     n_expert = text.get("num_local_experts", text.get("num_experts", 0))
-    experts = "mlp.experts.{e}.{w}" if text.get("model_type") == "qwen3_moe" else "block_sparse_moe.experts.{e}.{w}"
-    expert_linears = ("gate_proj", "down_proj", "up_proj") if text.get("model_type") == "qwen3_moe" else ("w1", "w2", "w3")
+    experts, expert_linears = (("mlp.experts.{e}.{w}", ("gate_proj", "down_proj", "up_proj"))
+                               if text.get("model_type") == "qwen3_moe" else
+                               ("block_sparse_moe.experts.{e}.{w}", ("w1", "w2", "w3")))
     linears = LINEARS[:4] + tuple(experts.format(e=e, w=w) for e in range(n_expert) for w in expert_linears) \
         if n_expert else LINEARS  # MoE: each expert's FFN (the router stays dense, as GPTQ tools leave it)
     root = next(r for r in ("model.", "language_model.model.", "model.language_model.") if r + "embed_tokens.weight" in tensors)

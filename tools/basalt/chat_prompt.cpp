@@ -45,15 +45,10 @@ std::vector<int32_t> ChatPrompter::tokens_for(const std::vector<ChatMessage>& me
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
   all.insert(all.end(), messages.begin(), messages.end());
-  std::string text;
-  if (vars_.empty() && request_vars.empty()) {
-    text = template_.render(all, true);
-  } else {
-    nlohmann::ordered_json turns = nlohmann::ordered_json::array(), vars = vars_;
-    for (const ChatMessage& m : all) turns.push_back({{"role", m.role}, {"content", m.content}});
-    vars.update(request_vars);
-    text = template_.render_json(turns, true, vars);
-  }
+  nlohmann::ordered_json turns = nlohmann::ordered_json::array(), vars = vars_;
+  for (const ChatMessage& m : all) turns.push_back({{"role", m.role}, {"content", m.content}});
+  vars.update(request_vars);
+  const std::string text = template_.render_json(turns, true, vars);
   const Tokenizer& tok = model_.tokenizer();
   // Templates usually write the BOS text themselves; don't add a second one.
   const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/grammar/gbnf.h"
 #include "core/grammar/json_schema.h"
@@ -46,11 +47,26 @@ std::string content_text(const json& c, const std::string& param) {
   return text;
 }
 
+// The body again with its members' order kept, for what the reply follows in
+// the client's order (response_format's schema, the tools' schemas, the
+// template's variables): parsed once, when first asked for.
+class OrderedBody {
+ public:
+  explicit OrderedBody(std::string_view body) : body_(body) {}
+  const nlohmann::ordered_json& get() {
+    if (!parsed_) parsed_ = nlohmann::ordered_json::parse(body_);
+    return *parsed_;
+  }
+
+ private:
+  std::string_view body_;
+  std::optional<nlohmann::ordered_json> parsed_;
+};
+
 // response_format: "text", "json_object" (any JSON object) or "json_schema"
-// (JSON valid under json_schema.schema). The schema is read again from the
-// body with its members' order kept: the output's properties come in the
-// order the client wrote them.
-std::shared_ptr<const Grammar> output_grammar(const json& format, std::string_view body) {
+// (JSON valid under json_schema.schema). The schema is read from the ordered
+// body: the output's properties come in the order the client wrote them.
+std::shared_ptr<const Grammar> output_grammar(const json& format, OrderedBody& body) {
   const std::string param = "response_format";
   if (!format.is_object()) throw bad_request("response_format must be an object", param);
   const json* type = json_field(format, "type");
@@ -71,8 +87,7 @@ std::shared_ptr<const Grammar> output_grammar(const json& format, std::string_vi
   const json* schema = json_field(*spec, "schema");
   if (!schema) return std::make_shared<const Grammar>(json_grammar(false));  // OpenAI: any JSON then
   try {
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
-    return std::make_shared<const Grammar>(json_schema_grammar_parsed(ordered.at(param).at("json_schema").at("schema")));
+    return std::make_shared<const Grammar>(json_schema_grammar_parsed(body.get().at(param).at("json_schema").at("schema")));
   } catch (const nlohmann::json::exception& e) {
     throw bad_request(std::string("response_format.json_schema.schema: ") + e.what(), param);
   } catch (const Error& e) {
@@ -92,6 +107,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     throw bad_request(std::string("the body is not valid JSON: ") + e.what(), "");
   }
   if (!j.is_object()) throw bad_request("the body must be a JSON object", "");
+  OrderedBody ordered(body);
 
   CompletionRequest r;
   r.chat = chat;
@@ -258,7 +274,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
     if (!v->is_boolean()) throw bad_request("ignore_eos must be true or false", "ignore_eos");
     r.options.stop_at_end_of_generation = !v->get<bool>();
   }
-  if (const json* v = json_field(j, "response_format")) r.options.grammar = output_grammar(*v, body);
+  if (const json* v = json_field(j, "response_format")) r.options.grammar = output_grammar(*v, ordered);
   if (const json* v = json_field(j, "grammar")) {  // llama-server's: GBNF text
     if (!v->is_string()) throw bad_request("grammar must be a string (GBNF)", "grammar");
     if (r.options.grammar) throw bad_request("grammar and a JSON response_format cannot be given together", "grammar");
@@ -289,16 +305,16 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   // Asked for and not done: refused, not ignored.
   if (const json* v = json_field(j, "best_of"); v && integer(*v, "best_of", 1, 1) != 1) throw bad_request("only best_of = 1 is supported", "best_of");
   // Function calling (tools/serve/tool_calls.h). The tools' schemas are read
-  // again with their members' order kept, as response_format's.
+  // from the ordered body, as response_format's.
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"}) {
     if (!json_field(j, name)) continue;
     if (!chat) throw bad_request("tools are for /v1/chat/completions", name);  // the first of them the request has
-    r.tools = parse_tool_request(nlohmann::ordered_json::parse(body), limits.max_tools);
+    r.tools = parse_tool_request(ordered.get(), limits.max_tools);
     break;
   }
   if (json_field(j, "chat_template_kwargs")) {  // llama-server's and vLLM's: the chat template's variables
     if (!chat) throw bad_request("chat_template_kwargs is for /v1/chat/completions", "chat_template_kwargs");
-    r.template_vars = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
+    r.template_vars = ordered.get().at("chat_template_kwargs");
     try {
       cli::check_template_vars(r.template_vars, "chat_template_kwargs");
     } catch (const Error& e) {
