@@ -55,6 +55,7 @@ const Shape kShapes[] = {
     {"135m.ffn_down", 576, 1536},  // SmolLM2-135M, the default model: `basalt serve`'s batched decode
     {"moe.ffn_up", 2816, 1024},    {"moe.ffn_down", 1024, 2816},  // the MoE bench model's experts (~128 tokens each at pp512)
     {"qwen3moe.ffn_up", 768, 2048}, {"qwen3moe.ffn_down", 2048, 768},  // Qwen3-30B-A3B's experts (~32 tokens each at pp512)
+    {"qwen3moe.router", 128, 2048},  // and its router (f32 in GGUF files)
 };
 const int64_t kTokens[] = {1, 4, 8, 16, 32, 64, 128, 512};  // 16-128: a server's batches
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
