@@ -12,10 +12,17 @@
 
 namespace basalt {
 
-// From how many tokens oneDNN beats the hand kernels, per dense format
-// (bench/matmul_bench.cpp with BASALT_ONEDNN=0 and 1; figures in
-// docs/PERFORMANCE.md): f16 pays for widening its panels, so it starts later.
-inline int64_t onednn_min_tokens(WeightFormat f) { return f == WeightFormat::f16 ? 32 : 8; }
+// From how many tokens oneDNN beats the hand kernels, per dense format and
+// CPU (bench/matmul_bench.cpp with BASALT_ONEDNN=0 and 1; docs/PERFORMANCE.md
+// 3.4). f16 pays for widening its panels, so it starts later. oneDNN runs its
+// best ISA whatever BASALT_ISA says: with AVX-512, f32 from 8 tokens and f16
+// from 32 (Intel); with AVX2 alone its GEMMs of few rows are slower, f32 from
+// 32 and f16 from 128 (Zen 3: 2x slower than the hand kernels at 8 and 32).
+inline int64_t onednn_min_tokens(WeightFormat f) {
+  static const bool avx512 = cpu_supports(Isa::avx512);
+  if (f == WeightFormat::f16) return avx512 ? 32 : 128;
+  return avx512 ? 8 : 32;
+}
 
 // Built with oneDNN, and not turned off with BASALT_ONEDNN=0.
 bool onednn_available();

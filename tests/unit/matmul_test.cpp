@@ -59,7 +59,9 @@ TEST_P(MatmulIsa, EveryFormatMatchesReference) {
       if (k_type && cols % 256) continue;
       for (int64_t rows : {1, 15, 33}) {
         Weight w = random_weight(f, rows, cols, rng);
-        for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 17, 33, 67}) {
+        for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 10, 16, 17, 33, 67, 131}) {
+          // f16 reaches oneDNN from 128 tokens on CPUs without AVX-512 (onednn_min_tokens)
+          if (n_tok > 67 && f.format == WeightFormat::qa) continue;
           std::vector<float> x(static_cast<size_t>(n_tok * cols));
           std::normal_distribution<float> nd(0, 1);
           for (float& v : x) v = nd(rng);
