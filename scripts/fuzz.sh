@@ -77,15 +77,18 @@ for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
       head -c 2000 "$root/README.md" | sed '1s/^/\x10/' >"$d/readme" ;;
     tokenizer_json) cp "$gen/hf/tokenizer.json" "$d/" ;;
     openai_request)
-      printf '\x01{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3,"chat_template_kwargs":{"enable_thinking":false}}' \
+      printf '\x01\x00{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["\\n"],"stream":true,"stream_options":{"include_usage":true},"logit_bias":{"12":-100},"seed":3,"chat_template_kwargs":{"enable_thinking":false}}' \
         >"$d/chat"
-      printf '\x00{"prompt":"Once upon","max_tokens":16,"top_k":40,"min_p":0.05,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"n":1}' \
+      printf '\x00\x00{"prompt":"Once upon","max_tokens":16,"top_k":40,"min_p":0.05,"presence_penalty":0.5,"frequency_penalty":0.5,"repetition_penalty":1.1,"n":1}' \
         >"$d/completion"
-      printf '\x01{"messages":[{"role":"user","content":"A book"}],"response_format":{"type":"json_schema","json_schema":{"name":"b","strict":true,"schema":{"type":"object","properties":{"t":{"type":"string"},"y":{"type":"integer"}},"required":["t"]}}}}' \
+      printf '\x01\x00{"messages":[{"role":"user","content":"A book"}],"response_format":{"type":"json_schema","json_schema":{"name":"b","strict":true,"schema":{"type":"object","properties":{"t":{"type":"string"},"y":{"type":"integer"}},"required":["t"]}}}}' \
         >"$d/response_format"
-      printf '\x01{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
+      printf '\x01\x00{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
         >"$d/tools"
-      printf '\x00{"prompt":[[1,2,3],[4]],"n":2,"echo":true,"logprobs":1,"max_tokens":0,"seed":5}' >"$d/choices" ;;
+      # the same, for a Hermes template (second byte: its ToolStyle bits)
+      printf '\x01\x0f{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
+        >"$d/tools_hermes"
+      printf '\x00\x00{"prompt":[[1,2,3],[4]],"n":2,"echo":true,"logprobs":1,"max_tokens":0,"seed":5}' >"$d/choices" ;;
     json_schema)  # a schema, then NUL and text to follow through its grammar
       printf '{"$defs":{"a":{"type":"object","properties":{"n":{"type":["string","null"],"maxLength":4},"k":{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":2}},"required":["n"],"additionalProperties":false}},"$ref":"#/$defs/a"}\0{"n": "ab", "k": [{"n": null}]}' >"$d/recursive"
       printf '{"type":"object","properties":{"e":{"enum":["x","xy",3,null]},"d":{"type":"string","format":"date-time"},"t":{"prefixItems":[{"const":1},{"type":"boolean"}],"items":false},"a":{"anyOf":[{"type":"integer"},{"additionalProperties":{"type":"number"}}]}}}\0{"e": "xy", "d": "2026-12-07T10:00:00Z", "t": [1, true]}' >"$d/keywords" ;;

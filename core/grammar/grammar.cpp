@@ -52,6 +52,33 @@ Grammar::Element Grammar::one_of(const std::vector<Sequence>& alternatives) {
   return ref(r);
 }
 
+Grammar::Element Grammar::text_without(std::string_view pattern) {
+  if (pattern.empty()) throw Error("grammar: text without an empty pattern");
+  const size_t m = pattern.size();
+  // fail[i]: the longest proper border of pattern[0, i) (Knuth-Morris-Pratt).
+  std::vector<size_t> fail(m + 1, 0);
+  for (size_t i = 1, k = 0; i < m; ++i) {
+    while (k > 0 && pattern[i] != pattern[k]) k = fail[k];
+    if (pattern[i] == pattern[k]) ++k;
+    fail[i + 1] = k;
+  }
+  auto next = [&](size_t state, uint8_t b) {
+    while (state > 0 && static_cast<uint8_t>(pattern[state]) != b) state = fail[state];
+    return static_cast<uint8_t>(pattern[state]) == b ? state + 1 : 0;
+  };
+  std::vector<int32_t> rules(m);
+  for (int32_t& r : rules) r = new_rule();
+  for (size_t state = 0; state < m; ++state) {
+    std::vector<ByteSet> to(m);  // the bytes that lead to each state; to state m (the pattern whole): none
+    for (int b = 0; b < 256; ++b)
+      if (const size_t n = next(state, static_cast<uint8_t>(b)); n < m) to[n].set(static_cast<size_t>(b));
+    add_alternative(rules[state], {});
+    for (size_t n = 0; n < m; ++n)
+      if (to[n].any()) add_alternative(rules[state], {bytes(to[n]), ref(rules[n])});
+  }
+  return ref(rules[0]);
+}
+
 Grammar::Sequence Grammar::repeat(const Sequence& item, int64_t min, int64_t max) {
   if (min < 0 || min > kMaxRepeat || max > kMaxRepeat)
     throw Error("grammar: a repetition count above " + std::to_string(kMaxRepeat) + " is not supported");

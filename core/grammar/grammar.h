@@ -45,6 +45,11 @@ class Grammar {
   Element one_of(const std::vector<Sequence>& alternatives);
   Element optional(const Sequence& seq) { return one_of({seq, {}}); }
   Sequence repeat(const Sequence& item, int64_t min, int64_t max);
+  // Any bytes, none at all included, in which `pattern` (not empty) does not
+  // occur: the text a model may write before a tag. One rule per byte of the
+  // pattern matched so far (its string-search automaton), so the text has
+  // one reading, and the tag after it at most as many as it overlaps itself.
+  Element text_without(std::string_view pattern);
   static constexpr int64_t kMaxRepeat = 4096;
   static constexpr size_t kMaxElements = size_t{1} << 20;  // about 8 MB: add_alternative throws Error past it
 

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The server's request bodies: /v1/completions and /v1/chat/completions JSON
 // through parse_completion_request's validation (the first byte picks the
-// endpoint), a valid chat request's messages through a chat template (with its
+// endpoint; the second, bit 0, the tool format of a Hermes template), a valid
+// chat request's messages through a chat template (with its
 // chat_template_kwargs), its tools' grammar over the body's text, and the body
-// read as a reply's tool calls and as a reply that may think first.
+// read as a reply's tool calls (whole and streamed) and as a reply that may
+// think first.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,13 +18,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basalt;
   using namespace basalt::serve;
-  if (size < 1) return 0;
+  if (size < 2) return 0;
   const bool chat = data[0] & 1;
-  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  const ToolStyle style = data[1] & 1 ? ToolStyle{ToolFormat::hermes, (data[1] & 2) != 0, (data[1] & 4) != 0, (data[1] & 8) != 0}
+                                      : ToolStyle{};
+  const std::string_view body(reinterpret_cast<const char*>(data + 2), size - 2);
   ApiLimits limits;
   limits.max_prompt_bytes = 1 << 16;
   try {
-    CompletionRequest r = parse_completion_request(body, chat, SamplingParams{}, 16, "basalt-fuzz", limits);
+    CompletionRequest r = parse_completion_request(body, chat, SamplingParams{}, 16, "basalt-fuzz", limits, style);
     if (chat) {
       static const ChatTemplate t = ChatTemplate::chatml();
       nlohmann::ordered_json turns = nlohmann::ordered_json::array();
@@ -35,7 +39,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   } catch (const Error&) {
   }
-  (void)read_tool_calls(body, "call_");
+  (void)read_tool_calls(body, "call_", style.format);
+  ToolCallHold hold(style.format);
+  std::string sent;
+  for (size_t at = 0; at < body.size(); at += 7) sent += hold.feed(body.substr(at, 7));
+  if (sent + hold.held() != body) __builtin_trap();  // the hold loses nothing
   (void)split_reasoning(body, chat);
   return 0;
 }

@@ -238,6 +238,7 @@ class ModelConfig:
     rope_theta_swa: float = 10000.0  # gemma3: the local layers' RoPE base
     attn_softcap: float = 50.0       # gemma2
     final_softcap: float = 30.0      # gemma2
+    chat_template: str = ""          # the tiny vocabulary's: "" = ChatML (_TINY_CHAT_TEMPLATE)
 
     @property
     def gemma(self) -> bool:
@@ -369,6 +370,29 @@ _TINY_CHAT_TEMPLATE = (
 )
 
 
+# ChatML with Hermes' function calling (tools/serve/tool_calls.h), in the
+# shape Qwen 2.5's and Qwen3's templates have: the tools listed in the system
+# turn from the `tools` variable, calls in <tool_call> tags, results of role
+# "tool" in <tool_response> tags inside one user turn.
+HERMES_CHAT_TEMPLATE = (
+    "{% if tools %}{{ '<|im_start|>system\\n' }}"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\\n\\n' }}{% endif %}"
+    "{{ 'Tools, within <tools></tools>:\\n<tools>' }}{% for tool in tools %}{{ '\\n' + (tool | tojson) }}{% endfor %}"
+    "{{ '\\n</tools>\\nCall one with <tool_call>\\n{\"name\": <name>, \"arguments\": <args>}\\n</tool_call><|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{ '<|im_start|>user' }}{% endif %}"
+    "{{ '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
+    "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{ '<|im_end|>\\n' }}{% endif %}"
+    "{% elif not (tools and loop.first and message['role'] == 'system') %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
 _TINY_TRAINED = 512                  # tokens learned from the corpus; more are padding
 _TINY_MIN = 3 + 256                  # specials and bytes
 _TINY_MAX = _TINY_TRAINED + 256 * 256 - 256
@@ -426,7 +450,7 @@ def tiny_vocab(n_vocab: int = 512) -> dict:
     return {"tokens": tokens, "token_type": types, "merges": merges}
 
 
-def write_tiny_vocab(w: gguf.GGUFWriter, n_vocab: int = 0) -> int:
+def write_tiny_vocab(w: gguf.GGUFWriter, n_vocab: int = 0, chat_template: str = "") -> int:
     v = tiny_vocab(n_vocab or _TINY_TRAINED)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")                 # same pre-tokenizer as the real SmolLM2
@@ -439,7 +463,7 @@ def write_tiny_vocab(w: gguf.GGUFWriter, n_vocab: int = 0) -> int:
     w.add_pad_token_id(2)
     w.add_add_bos_token(False)
     w.add_add_space_prefix(False)
-    w.add_chat_template(_TINY_CHAT_TEMPLATE)
+    w.add_chat_template(chat_template or _TINY_CHAT_TEMPLATE)
     return len(v["tokens"])
 
 
@@ -611,7 +635,7 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
-    n_vocab = copy_smollm2_vocab(w) if cfg.vocab == "smollm2" else write_tiny_vocab(w, cfg.vocab_size)
+    n_vocab = copy_smollm2_vocab(w) if cfg.vocab == "smollm2" else write_tiny_vocab(w, cfg.vocab_size, cfg.chat_template)
     w.add_vocab_size(n_vocab)
 
     # Tensor infos first (types and byte sizes follow from the shapes), then

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -148,6 +149,49 @@ struct SchemaCase {
   const char* schema;
   std::vector<const char*> instances, not_instances;
 };
+
+// Text without a pattern, alone and with the pattern after it, on every
+// string of up to 7 bytes over the patterns' letters and one other (where a
+// pattern's overlaps with itself trip a naive matcher: "aab" in "aaab").
+TEST(Grammar, TextWithoutAPatternIsAnyTextThatLacksIt) {
+  for (const std::string pattern : {"aab", "abab", "<a>", "a"}) {
+    Grammar g;
+    const int32_t root = g.new_rule();
+    g.add_alternative(root, {g.text_without(pattern)});
+    g.set_root(root);
+    g.check();
+    Grammar tagged;
+    const int32_t t = tagged.new_rule();
+    Grammar::Sequence seq = {tagged.text_without(pattern)};
+    for (const Grammar::Element& e : tagged.literal(pattern)) seq.push_back(e);
+    tagged.add_alternative(t, seq);
+    tagged.set_root(t);
+    tagged.check();
+    const std::string letters = "ab<>x";
+    int checked = 0;
+    std::string text;
+    std::function<void()> each = [&] {
+      const bool has = text.find(pattern) != std::string::npos;
+      EXPECT_EQ(!has, test::matches(g, text)) << pattern << " in '" << text << "'";
+      // Tagged: the pattern ends the text, and what comes before it lacks the pattern.
+      const size_t before = text.size() >= pattern.size() ? text.size() - pattern.size() : std::string::npos;
+      const bool tagged_ok = before != std::string::npos && text.compare(before, pattern.size(), pattern) == 0 &&
+                             text.substr(0, before).find(pattern) == std::string::npos;
+      EXPECT_EQ(tagged_ok, test::matches(tagged, text)) << pattern << " then itself: '" << text << "'";
+      ++checked;
+      if (text.size() == 7) return;
+      for (char c : letters) {
+        text.push_back(c);
+        each();
+        text.pop_back();
+      }
+    };
+    each();
+    EXPECT_GT(checked, 90000);
+  }
+  Grammar g;
+  EXPECT_THROW(g.text_without(""), Error);
+}
 
 TEST(JsonSchema, InstancesMatchAndOthersDoNot) {
   const std::vector<SchemaCase> cases = {

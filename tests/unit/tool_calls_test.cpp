@@ -192,24 +192,173 @@ TEST(ToolCalls, EarlierCallsAndResultsAreWrittenIntoTheConversation) {
 }
 
 TEST(ToolCalls, RepliesAreReadBackAsCalls) {
-  std::vector<ToolCall> one = read_tool_calls(R"( {"name": "get_weather", "arguments": {"location": "Paris"}})", "call_7_");
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].id, "call_7_0");
-  EXPECT_EQ(one[0].name, "get_weather");
-  EXPECT_EQ(one[0].arguments, R"({"location":"Paris"})");
-  const auto two = read_tool_calls(R"([{"name": "a", "arguments": {"z": 1, "y": 2}}, {"name": "b", "arguments": {}}])", "c");
-  ASSERT_EQ(two.size(), 2u);
-  EXPECT_EQ(two[0].arguments, R"({"z":1,"y":2})");  // the model's order
-  EXPECT_EQ(two[1].id, "c1");
-  EXPECT_TRUE(read_tool_calls("It is sunny.", "c").empty());
-  EXPECT_TRUE(read_tool_calls(R"({"name": "a", "arguments": {"z": )", "c").empty());  // cut short: stays text
-  EXPECT_TRUE(read_tool_calls(R"({"name": "a"})", "c").empty());
-  EXPECT_TRUE(may_be_tool_call(""));
-  EXPECT_TRUE(may_be_tool_call(" \n"));
-  EXPECT_TRUE(may_be_tool_call("\n{\"na"));
-  EXPECT_TRUE(may_be_tool_call("["));
-  EXPECT_FALSE(may_be_tool_call("It"));
-  EXPECT_FALSE(may_be_tool_call(" It"));
+  const ToolReply one = read_tool_calls(R"( {"name": "get_weather", "arguments": {"location": "Paris"}})", "call_7_");
+  ASSERT_EQ(one.calls.size(), 1u);
+  EXPECT_EQ(one.content, "");
+  EXPECT_EQ(one.calls[0].id, "call_7_0");
+  EXPECT_EQ(one.calls[0].name, "get_weather");
+  EXPECT_EQ(one.calls[0].arguments, R"({"location":"Paris"})");
+  const ToolReply two = read_tool_calls(R"([{"name": "a", "arguments": {"z": 1, "y": 2}}, {"name": "b", "arguments": {}}])", "c");
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.calls[0].arguments, R"({"z":1,"y":2})");  // the model's order
+  EXPECT_EQ(two.calls[1].id, "c1");
+  for (const char* text : {"It is sunny.", R"({"name": "a", "arguments": {"z": )" /* cut short: stays text */, R"({"name": "a"})"}) {
+    const ToolReply r = read_tool_calls(text, "c");
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+}
+
+// A streamed reply cut into pieces at every pair of places: what is let out
+// and what is held add up to the reply, and what is held is the call (json:
+// all of a reply that starts like one; hermes: from the tag, its blanks before).
+TEST(ToolCalls, TheHoldLetsTextOutAndKeepsCalls) {
+  struct Case {
+    ToolFormat format;
+    std::string reply, sent;  // what goes out before the end
+  };
+  const std::string call = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  const Case cases[] = {
+      {ToolFormat::json, R"( {"name": "a", "arguments": {}})", ""},
+      {ToolFormat::json, " \nIt is {sunny}.", " \nIt is {sunny}."},
+      {ToolFormat::hermes, "Let me check.\n\n" + call, "Let me check."},
+      {ToolFormat::hermes, call + "\n" + call, ""},
+      {ToolFormat::hermes, "a <b> < <tool", "a <b> <"},  // a tag's start at the end stays held
+      {ToolFormat::hermes, "no tag <tool_cal>.", "no tag <tool_cal>."},
+  };
+  for (const Case& c : cases)
+    for (size_t i = 0; i <= c.reply.size(); ++i)
+      for (size_t j = i; j <= c.reply.size(); ++j) {
+        ToolCallHold hold(c.format);
+        std::string sent = hold.feed(c.reply.substr(0, i));
+        sent += hold.feed(c.reply.substr(i, j - i));
+        sent += hold.feed(c.reply.substr(j));
+        EXPECT_EQ(sent, c.sent) << c.reply << " cut at " << i << ", " << j;
+        EXPECT_EQ(sent + hold.held(), c.reply) << c.reply << " cut at " << i << ", " << j;
+      }
+}
+
+ToolStyle hermes_style(bool lists_tools, bool tool_role, bool thinks = false) {
+  return {ToolFormat::hermes, lists_tools, tool_role, thinks};
+}
+
+CompletionRequest parse_hermes(const std::string& body, const ToolStyle& style) {
+  return parse_completion_request(body, true, SamplingParams{}, 256, "", ApiLimits{}, style);
+}
+
+TEST(ToolCalls, HermesStylesComeFromTheTemplate) {
+  const ToolStyle qwen = tool_style_of(
+      "{%- if tools %}{%- for tool in tools %}{{ tool | tojson }}{% endfor %}{% endif %}{% for message in messages %}"
+      "{% if message.role == \"tool\" %}<tool_response>{% endif %}{% endfor %}<tool_call>");
+  EXPECT_EQ(qwen.format, ToolFormat::hermes);
+  EXPECT_TRUE(qwen.template_lists_tools);
+  EXPECT_TRUE(qwen.template_has_tool_role);
+  EXPECT_FALSE(qwen.thinks);
+  const ToolStyle chatml = tool_style_of("{% for message in messages %}{{ message.content }}{% endfor %}<think>");
+  EXPECT_EQ(chatml.format, ToolFormat::json);
+  EXPECT_TRUE(chatml.thinks);
+  EXPECT_STREQ(tool_format_name(qwen.format), "hermes");
+}
+
+// The template lists the tools (its `tools` variable, OpenAI's form) where it
+// can; else the system message does, in Hermes' tags.
+TEST(ToolCalls, HermesToolsGoToTheTemplateOrTheSystemMessage) {
+  const std::string body = std::string(R"({"messages": [{"role": "user", "content": "Weather?"}], "tools": [)") + kWeather + "]}";
+  const CompletionRequest own = parse_hermes(body, hermes_style(true, true));
+  ASSERT_TRUE(own.tools.active());
+  ASSERT_EQ(own.messages.size(), 1u);
+  ASSERT_TRUE(own.template_vars.contains("tools"));
+  EXPECT_EQ(own.template_vars["tools"][0]["type"], "function");
+  EXPECT_EQ(own.template_vars["tools"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(own.template_vars["tools"][0]["function"]["parameters"]["required"][0], "location");
+
+  const CompletionRequest told = parse_hermes(body, hermes_style(false, false));
+  EXPECT_FALSE(told.template_vars.contains("tools"));
+  ASSERT_EQ(told.messages.size(), 2u);
+  const std::string& sys = told.messages[0].content;
+  EXPECT_NE(sys.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""), std::string::npos) << sys;
+  EXPECT_NE(sys.find("<tool_call>"), std::string::npos) << sys;
+}
+
+TEST(ToolCalls, HermesCallsAndResultsAreWrittenAsItsTemplatesWriteThem) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "Time and weather?"},
+    {"role": "assistant", "content": "Let me look.", "tool_calls": [
+      {"id": "c0", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\",\"n\":[1,2]}"}}]},
+    {"role": "tool", "tool_call_id": "c0", "content": "noon"},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]})";
+  const std::string calls =
+      "Let me look.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"n\": [1, 2]}}\n</tool_call>";
+  const CompletionRequest own = parse_hermes(body, hermes_style(true, true));
+  ASSERT_EQ(own.messages.size(), 4u);
+  EXPECT_EQ(own.messages[1].content, calls);
+  EXPECT_EQ(own.messages[2].role, "tool");  // the template wraps them
+  EXPECT_EQ(own.messages[2].content, "noon");
+  EXPECT_EQ(own.messages[3].content, "sunny");
+  const CompletionRequest user = parse_hermes(body, hermes_style(true, false));
+  ASSERT_EQ(user.messages.size(), 3u);
+  EXPECT_EQ(user.messages[2].role, "user");
+  EXPECT_EQ(user.messages[2].content, "<tool_response>\nnoon\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
+}
+
+TEST(ToolCalls, HermesRepliesAreTextThenCalls) {
+  const ToolReply r = read_tool_calls(
+      "Let me check. \n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}</tool_call>\n",
+      "c", ToolFormat::hermes);
+  EXPECT_EQ(r.content, "Let me check.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_time");
+  EXPECT_EQ(r.calls[1].id, "c1");
+  EXPECT_EQ(r.calls[1].arguments, R"({"location":"Paris"})");
+  // A closing tag inside a string of the arguments does not end the call.
+  const ToolReply tagged = read_tool_calls(
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"location\": \"a</tool_call>b\"}}</tool_call>", "c", ToolFormat::hermes);
+  ASSERT_EQ(tagged.calls.size(), 1u);
+  EXPECT_EQ(tagged.calls[0].arguments, R"({"location":"a</tool_call>b"})");
+  for (const std::string text : {"Sunny.", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}" /* cut short */,
+                                 "<tool_call>{\"name\": \"get_time\"}</tool_call>",
+                                 "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call> and text"}) {
+    const ToolReply t = read_tool_calls(text, "c", ToolFormat::hermes);
+    EXPECT_TRUE(t.calls.empty()) << text;
+    EXPECT_EQ(t.content, text);
+  }
+}
+
+TEST(ToolCalls, HermesGrammarTakesTaggedCallsAndThoughts) {
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
+  const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  auto grammar = [&](const std::string& extra, bool thinks) {
+    const std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}], "tools": [)") + kWeather + ", " +
+                             kTime + "]" + extra + "}";
+    return parse_hermes(body, hermes_style(true, true, thinks)).options.grammar;
+  };
+  const auto automatic = grammar("", false);
+  for (const std::string& ok : {std::string("Sunny."), std::string(""), call, "Let me check.\n" + call, call + "\n" + time + "\n",
+                               std::string("a <tool_cal> b")})
+    EXPECT_TRUE(test::matches(*automatic, ok)) << ok;
+  for (const std::string& bad : {"x" + call + " and more", std::string("&get_weather,<tool_call>{ \"name\":"), std::string("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"),
+                                std::string("<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>")})
+    EXPECT_FALSE(test::matches(*automatic, bad)) << bad;
+
+  const auto required = grammar(R"(, "tool_choice": "required")", false);
+  EXPECT_TRUE(test::matches(*required, call));
+  EXPECT_TRUE(test::matches(*required, "\n" + call + "\n" + time));
+  EXPECT_FALSE(test::matches(*required, "Sunny."));
+  EXPECT_FALSE(test::matches(*required, "<think>hm</think>" + call));  // a model that does not think
+  const auto one = grammar(R"(, "tool_choice": "required", "parallel_tool_calls": false)", false);
+  EXPECT_TRUE(test::matches(*one, call));
+  EXPECT_FALSE(test::matches(*one, call + "\n" + time));
+  const auto forced = grammar(R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})", false);
+  EXPECT_TRUE(test::matches(*forced, time));
+  EXPECT_FALSE(test::matches(*forced, call));
+
+  const auto thinking = grammar(R"(, "tool_choice": "required")", true);
+  EXPECT_TRUE(test::matches(*thinking, "<think>\nIt asks for Paris.\n</think>\n\n" + call));
+  EXPECT_TRUE(test::matches(*thinking, "It asks for Paris.\n</think>\n\n" + call));  // the prompt opened <think>
+  EXPECT_TRUE(test::matches(*thinking, call));
+  EXPECT_FALSE(test::matches(*thinking, "<think>\nhm\n</think>\n\nSunny."));
 }
 
 TEST(ToolCalls, ResponsesHaveOpenAisShape) {
@@ -217,10 +366,14 @@ TEST(ToolCalls, ResponsesHaveOpenAisShape) {
   GenerationStats st;
   st.stop_reason = "grammar";
   const std::vector<ToolCall> calls = {{"call_1_0", "get_weather", R"({"location":"Paris"})"}};
-  const json whole = completion_json(r, "chatcmpl-1", 0, "m", R"({"name": ...})", st, nullptr, calls);
+  const json whole = completion_json(r, "chatcmpl-1", 0, "m", "", st, nullptr, calls);
   const json& choice = whole["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_FALSE(choice.contains("text"));  // a completion's field, not a chat's
+  // Text before the calls (Hermes' format allows it) is the message's content.
+  EXPECT_EQ(completion_json(r, "chatcmpl-1", 0, "m", "Let me look.", st, nullptr, calls)["choices"][0]["message"]["content"],
+            "Let me look.");
   EXPECT_EQ(choice["message"]["tool_calls"][0]["id"], "call_1_0");
   EXPECT_EQ(choice["message"]["tool_calls"][0]["type"], "function");
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"location":"Paris"})");
@@ -256,8 +409,9 @@ TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
       gen.step(logits.data(), 1000);
     }
     if (gen.stats().stop_reason == "length") continue;
-    const std::vector<ToolCall> calls = read_tool_calls(out, "c");
-    if (!may_be_tool_call(out)) {
+    const std::vector<ToolCall> calls = read_tool_calls(out, "c").calls;
+    ToolCallHold hold(ToolFormat::json);
+    if (!hold.feed(out).empty()) {  // text
       ++n_text;
       continue;
     }
@@ -274,6 +428,49 @@ TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
           EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit") << out;
         }
       }
+    }
+  }
+  EXPECT_GT(n_calls, 10);
+  EXPECT_GT(n_text, 10);
+}
+
+// The same in Hermes' tags, a thinking model's: every reply that ends is
+// text, thoughts and then calls of the tools, or text alone.
+TEST(ToolCalls, HermesGenerationFromRandomLogitsIsTextThenCalls) {
+  const Tokenizer tok = test::byte_vocab({"<tool_call>", "</tool_call>", "<think>", "</think>", "{\"", "\":", "\",", "\u2581\"",
+                                          "name", "arguments", "get_weather", "get_time", "location", "{}", "}}", "Paris", "It"});
+  const std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}], "tools": [)") + kWeather + ", " + kTime + "]}";
+  GenerateOptions opt = parse_hermes(body, hermes_style(true, true, true)).options;
+  opt.max_tokens = 400;
+  opt.sampling = test::untruncated_sampling();
+  const int32_t tag = tok.find("<tool_call>");
+  ASSERT_GE(tag, 0);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
+  int n_calls = 0, n_text = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    opt.sampling.seed = seed;
+    std::string out;
+    Generation gen(tok, opt, {1}, tok.n_vocab(), [&](std::string_view s) { return out += s, true; });
+    for (int i = 0; !gen.done(); ++i) {
+      for (float& l : logits) l = normal(rng);
+      if (i == 3) logits[static_cast<size_t>(tag)] += 12.0f * (seed % 2);  // half the replies pushed toward a call
+      gen.step(logits.data(), 1000);
+    }
+    if (gen.stats().stop_reason == "length") continue;
+    const ToolReply reply = read_tool_calls(out, "c", ToolFormat::hermes);
+    if (reply.calls.empty()) {
+      EXPECT_EQ(out.find("<tool_call>"), std::string::npos) << gen.stats().stop_reason << ": " << out;
+      ++n_text;
+      continue;
+    }
+    ++n_calls;
+    EXPECT_EQ(reply.content.find("<tool_call>"), std::string::npos) << out;
+    for (const ToolCall& c : reply.calls) {
+      const json args = json::parse(c.arguments);
+      if (c.name == "get_time") EXPECT_EQ(args, json::object()) << out;
+      else EXPECT_TRUE(args.at("location").is_string()) << out;
     }
   }
   EXPECT_GT(n_calls, 10);

@@ -28,6 +28,7 @@ struct ServeOptions {
   std::string api_key_file;
   std::string template_vars;  // --chat-template-kwargs: what requests' chat_template_kwargs go over
   std::string reasoning_format = "auto";
+  std::string tool_format = "auto";
   uint64_t memory_limit = 0;
   int parallel = 16;  // at 16 clients on SmolLM2 the most tokens/s and the lowest TTFT P99 (PERFORMANCE.md 9.2)
   int64_t request_ctx = 0;  // 0: the model's context, at most 4096
@@ -92,6 +93,8 @@ void serve_main(ServeOptions& o) {
   so.template_vars = parse_template_vars(o.template_vars, "--chat-template-kwargs");
   so.split_reasoning = o.reasoning_format == "deepseek" ||
                        (o.reasoning_format == "auto" && model->chat_template().find("<think>") != std::string::npos);
+  so.tool_style = serve::tool_style_of(model->chat_template());
+  if (o.tool_format != "auto") so.tool_style.format = o.tool_format == "hermes" ? serve::ToolFormat::hermes : serve::ToolFormat::json;
   so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
   so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
   // --ctx-size is the whole KV pool, in positions, shared by the --parallel
@@ -180,6 +183,10 @@ void register_serve(CLI::App& app) {
                   "a chat reply's <think>...</think>: deepseek (apart, as message.reasoning_content), none (in the content), "
                   "auto (deepseek where the model's chat template writes <think>; the default)")
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
+  sub->add_option("--tool-format", o->tool_format,
+                  "how the model writes tool calls: hermes (<tool_call> tags: Qwen 2.5, Qwen3, Hermes), json (basalt's "
+                  "own, for any model), auto (hermes where the model's chat template writes <tool_call>; the default)")
+      ->check(CLI::IsMember({"auto", "json", "hermes"}));
   sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");
   sub->add_option("--max-queue", o->server.scheduler.max_queued, "requests that may wait for a slot; more get 429 (default 64)");

@@ -99,7 +99,7 @@ std::shared_ptr<const Grammar> output_grammar(const json& format, OrderedBody& b
 
 CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplingParams& defaults,
                                            int32_t default_max_tokens, const std::string& served_model,
-                                           const ApiLimits& limits) {
+                                           const ApiLimits& limits, const ToolStyle& tool_style) {
   json j;
   try {
     j = json::parse(body);
@@ -147,12 +147,12 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         for (const json& c : *calls)
           if (const json* id = json_field(c, "id"); id && id->is_string() && json_field(c, "function"))
             if (const json* fn = json_field(c["function"], "name"); fn && fn->is_string()) called[id->get<std::string>()] = fn->get<std::string>();
-      if (calls) {  // written as the model would have written them (tools/serve/tool_calls.h)
-        const std::string written = tool_calls_text(*calls, at + ".tool_calls");
-        text = text.empty() || written.empty() ? text + written : text + "\n\n" + written;
-      }
+      if (calls)  // written as the model would have written them (tools/serve/tool_calls.h)
+        text = with_tool_calls(text, tool_calls_text(*calls, at + ".tool_calls", tool_style.format), tool_style.format);
       const bool result = rl == "tool" || rl == "function";
-      if (result) {  // a tool's result, as the user's turn (templates know no other role for it)
+      // A tool's result: the template's own "tool" turn where it has one (Qwen's, Hermes'), else the user's.
+      const bool own_turn = tool_style.format == ToolFormat::hermes && tool_style.template_has_tool_role;
+      if (result) {
         std::string name;
         if (rl == "tool") {
           const json* id = json_field(m, "tool_call_id");
@@ -164,11 +164,11 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         } else if (const json* n = json_field(m, "name"); n && n->is_string()) {
           name = n->get<std::string>();
         }
-        text = tool_result_text(name, text);
-        as = "user";
+        text = own_turn ? text : tool_result_text(name, text, tool_style.format);
+        as = own_turn ? "tool" : "user";
       }
       prompt_bytes += text.size();
-      if (result && after_result)
+      if (result && after_result && !own_turn)
         r.messages.back().content += "\n" + text;  // parallel calls' results: one turn
       else
         r.messages.push_back({as, std::move(text)});
@@ -309,7 +309,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"}) {
     if (!json_field(j, name)) continue;
     if (!chat) throw bad_request("tools are for /v1/chat/completions", name);  // the first of them the request has
-    r.tools = parse_tool_request(ordered.get(), limits.max_tools);
+    r.tools = parse_tool_request(ordered.get(), limits.max_tools, tool_style);
     break;
   }
   if (json_field(j, "chat_template_kwargs")) {  // llama-server's and vLLM's: the chat template's variables
@@ -324,8 +324,9 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   if (r.tools.active()) {
     if (r.options.grammar) throw bad_request("tools cannot be given with response_format or grammar", "tools");
     r.options.grammar = tools_grammar(r.tools);
-    const std::string offer = tools_prompt(r.tools);
-    if (r.messages.front().role == "system")
+    if (const std::string offer = tools_prompt(r.tools); offer.empty())  // the template lists them
+      r.template_vars["tools"] = tools_variable(r.tools);
+    else if (r.messages.front().role == "system")
       r.messages.front().content += "\n\n" + offer;
     else
       r.messages.insert(r.messages.begin(), {"system", offer});
@@ -445,13 +446,14 @@ json completion_json(const CompletionRequest& r, const std::string& id, int64_t 
   std::vector<GenerationStats> stats;
   for (const ChoiceResult& c : results) {
     json choice = {{"index", choices.size()}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason(c.stats, c.calls)}};
-    if (r.chat && !c.calls.empty())
-      choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(c.calls, false)}};
-    else if (r.chat)
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    if (r.chat && !c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
-    else
+    if (r.chat) {
+      // With calls, the text the model wrote before them (Hermes' tags allow some), or null.
+      choice["message"] = {{"role", "assistant"}, {"content", c.calls.empty() || !c.text.empty() ? json(c.text) : json(nullptr)}};
+      if (!c.calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(c.calls, false);
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
+    } else {
       choice["text"] = c.text;
+    }
     choices.push_back(std::move(choice));
     stats.push_back(c.stats);
   }

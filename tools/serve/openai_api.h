@@ -58,7 +58,7 @@ struct CompletionRequest {
   std::vector<std::vector<int32_t>> prompt_ids;  // ... or as token ids (then prompts is empty)
   int32_t n = 1;                       // choices for each prompt (their seeds: the seed, then one up each)
   bool echo = false;                   // the prompt before the completion (with logprobs: the prompt's too)
-  std::vector<ChatMessage> messages;   // /v1/chat/completions (earlier tool calls and results written as text)
+  std::vector<ChatMessage> messages;   // /v1/chat/completions (earlier tool calls written as text; results too, or role "tool")
   ToolRequest tools;                   // function calling (chat)
   nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();  // chat_template_kwargs (chat)
   GenerateOptions options;
@@ -69,9 +69,10 @@ struct CompletionRequest {
 // Parses a request body. defaults: the server's sampling defaults (the
 // model's generation config, else basalt's); default_max_tokens when the
 // client gives none. served_model: the one model name this server answers to.
+// tool_style: how the served model writes tool calls (its template's).
 CompletionRequest parse_completion_request(std::string_view body, bool chat, const SamplingParams& defaults,
                                            int32_t default_max_tokens, const std::string& served_model,
-                                           const ApiLimits& limits);
+                                           const ApiLimits& limits, const ToolStyle& tool_style = {});
 
 // "stop" (end of generation or a stop string) or "length" (max tokens, full context).
 const char* finish_reason(const GenerationStats& st);
@@ -92,7 +93,7 @@ nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<Token
 // given those before it (scored), then the generated tokens'.
 nlohmann::json echo_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprob>& scored,
                                   const std::vector<TokenLogprob>& generated, const Tokenizer& tok);
-// One choice's outcome; with calls, the message has tool_calls and no content.
+// One choice's outcome; with calls, the message has tool_calls, and as content the text before them or null.
 struct ChoiceResult {
   std::string text;
   GenerationStats stats;

@@ -238,7 +238,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   CompletionRequest r;
   std::vector<std::vector<int32_t>> prompts;  // each prompt's tokens; n choices each
   try {
-    r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits);
+    r = parse_completion_request(req.body, chat, opt_.sampling, opt_.default_max_tokens, opt_.model_name, opt_.limits,
+                                 opt_.tool_style);
     const Tokenizer& tok = model_.tokenizer();
     if (chat) prompts.push_back(prompter_->tokens_for(r.messages, r.template_vars));
     for (const std::string& text : r.prompts) prompts.push_back(tok.encode(text, true, true));
@@ -257,8 +258,10 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     return send_error(res, ApiError(400, "invalid_request_error", e.what(), chat ? "messages" : "prompt"));
   }
 
-  // A reply that thinks first: its reasoning apart (not under a grammar, which holds the reply from its start).
-  const bool reasoning_apart = chat && opt_.split_reasoning && !r.tools.active() && !r.options.grammar;
+  // A reply that thinks first: its reasoning apart (not under a grammar, which holds the reply from its
+  // start, but for Hermes' tool calls, whose grammar lets it think first).
+  const bool reasoning_apart = chat && opt_.split_reasoning &&
+                               (r.tools.active() ? r.tools.style.format == ToolFormat::hermes : !r.options.grammar);
   bool starts_inside = false;  // the template opened <think> at the prompt's end
   if (reasoning_apart) {
     const std::vector<int32_t>& p = prompts.front();
@@ -425,7 +428,11 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       out.logprobs = r.options.logprobs < 0 ? json(nullptr)
                      : r.echo ? echo_logprobs_json(c.prompt, c.prompt_logprobs, c.logprobs, tok)
                               : logprobs_json(r, c.logprobs, tok, &offset);
-      if (r.tools.active()) out.calls = read_tool_calls(out.text, tool_call_id_prefix(c.id));
+      if (r.tools.active()) {
+        ToolReply reply = read_tool_calls(out.text, tool_call_id_prefix(c.id), r.tools.style.format);
+        out.text = std::move(reply.content);
+        out.calls = std::move(reply.calls);
+      }
       out.stats = c.stats;
       results.push_back(std::move(out));
     }
@@ -440,13 +447,12 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     size_t logprobs = 0;            // of the choice's logprobs, those taken
     size_t offset = 0;              // completions' text_offset
     std::vector<TokenLogprob> unsent;
-    bool holding = false;           // a reply that may be a tool call is sent whole at its end, as calls or as text
-    std::string held;
+    std::optional<ToolCallHold> calls;  // what may be a tool call is sent at the reply's end, as calls or as text
     std::optional<ReasoningSplitter> reasoning;  // where the reply's reasoning goes apart
   };
   std::vector<Sent> sent(n_choices);
   for (Sent& s : sent) {
-    s.holding = r.tools.active();
+    if (r.tools.active()) s.calls.emplace(r.tools.style.format);
     if (reasoning_apart) s.reasoning.emplace(starts_inside);
   }
   res.set_header("Cache-Control", "no-cache");
@@ -497,7 +503,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
         auto send_parts = [&](Sent& s, size_t i, const ReplyParts& parts) {
           for (const bool thought : {true, false}) {
             const std::string& text = thought ? parts.reasoning : parts.content;
-            if (text.empty() && (thought || s.reasoning)) continue;
+            if (text.empty() && (thought || s.reasoning || s.calls)) continue;
             const json chunk = thought ? reasoning_chunk_json(r, rid, created, opt_.model_name, text, s.first, take_logprobs(s), i)
                                        : chunk_json(r, rid, created, opt_.model_name, text, nullptr, s.first, take_logprobs(s), i);
             if (!send(chunk)) return false;
@@ -505,28 +511,29 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           }
           return true;
         };
+        // A piece of the reply through the reasoning's split, then the tool calls' hold.
+        auto pass = [&](Sent& s, ReplyParts parts) {
+          if (s.calls) parts.content = s.calls->feed(parts.content);
+          return parts;
+        };
         for (size_t i = 0; i < n; ++i) {
           Sent& s = sent[i];
           for (std::string& p : got[i]) {
-            if (s.holding) {
-              s.held += p;
-              if (may_be_tool_call(s.held)) continue;
-              s.holding = false;
-              p.swap(s.held);
-            }
-            if (!send_parts(s, i, s.reasoning ? s.reasoning->feed(p) : ReplyParts{"", std::move(p)})) {
+            if (!send_parts(s, i, pass(s, s.reasoning ? s.reasoning->feed(p) : ReplyParts{"", std::move(p)}))) {
               ch->closed = true;
               cancel(*ch);
               return false;
             }
           }
           if (!done[i] || s.finished) continue;
-          if (s.reasoning) send_parts(s, i, s.reasoning->finish());
+          if (s.reasoning) send_parts(s, i, pass(s, s.reasoning->finish()));
           std::vector<ToolCall> calls;
-          if (!s.held.empty()) {
-            calls = read_tool_calls(s.held, tool_call_id_prefix(ch->choices[i].id));
-            send(calls.empty() ? chunk_json(r, rid, created, opt_.model_name, s.held, nullptr, s.first, take_logprobs(s), i)
-                               : tool_calls_chunk_json(r, rid, created, opt_.model_name, calls, s.first, i));
+          if (s.calls && !s.calls->held().empty()) {
+            ToolReply reply = read_tool_calls(s.calls->held(), tool_call_id_prefix(ch->choices[i].id), r.tools.style.format);
+            calls = std::move(reply.calls);
+            if (!reply.content.empty())
+              send(chunk_json(r, rid, created, opt_.model_name, reply.content, nullptr, s.first, take_logprobs(s), i));
+            if (!calls.empty()) send(tool_calls_chunk_json(r, rid, created, opt_.model_name, calls, s.first && reply.content.empty(), i));
             s.first = false;
           }
           send(chunk_json(r, rid, created, opt_.model_name, "", finish_reason(stats[i], calls), s.first,

@@ -41,6 +41,7 @@ struct ServerOptions {
   SamplingParams sampling;           // defaults for fields a request leaves out
   nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();  // the chat template's, under a request's own
   bool split_reasoning = false;      // chat replies' <think>...</think> as reasoning_content (tools/serve/reasoning.h)
+  ToolStyle tool_style;              // how the model writes tool calls (tools/serve/tool_calls.h)
   int32_t default_max_tokens = 256;
   ApiLimits limits;
   size_t max_body_bytes = 8u << 20;

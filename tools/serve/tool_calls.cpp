@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "tools/serve/tool_calls.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
+#include <utility>
 
 #include "core/grammar/json_schema.h"
 #include "tools/serve/openai_api.h"
@@ -50,10 +52,54 @@ ordered_json call_schema(const std::string& name, const std::string& parameters_
           {"required", {"name", "arguments"}}};
 }
 
+constexpr std::string_view kCallOpen = "<tool_call>", kCallClose = "</tool_call>";
+
+// JSON as Python's json.dumps writes it (", " and ": "), as the templates' tojson
+// does: the layout a model trained on them has seen.
+std::string python_json(const ordered_json& j) {
+  if (j.is_object()) {
+    std::string s = "{";
+    for (auto it = j.begin(); it != j.end(); ++it)
+      s += (it == j.begin() ? "" : ", ") + ordered_json(it.key()).dump() + ": " + python_json(it.value());
+    return s + "}";
+  }
+  if (j.is_array()) {
+    std::string s = "[";
+    for (size_t i = 0; i < j.size(); ++i) s += (i ? ", " : "") + python_json(j[i]);
+    return s + "]";
+  }
+  return j.dump();
+}
+
+Grammar::Sequence blanks(Grammar& g, int64_t max) {
+  ByteSet blank;
+  for (char c : {' ', '\t', '\n', '\r'}) blank.set(static_cast<uint8_t>(c));
+  return g.repeat({g.bytes(blank)}, 0, max);
+}
+
+Grammar::Sequence operator+(Grammar::Sequence a, const Grammar::Sequence& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace
 
-ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools) {
+const char* tool_format_name(ToolFormat f) { return f == ToolFormat::hermes ? "hermes" : "json"; }
+
+ToolStyle tool_style_of(std::string_view chat_template) {
+  ToolStyle s;
+  s.thinks = chat_template.find("<think>") != std::string_view::npos;
+  if (chat_template.find(kCallOpen) == std::string_view::npos) return s;
+  s.format = ToolFormat::hermes;
+  s.template_lists_tools = chat_template.find("tools") != std::string_view::npos;
+  s.template_has_tool_role =
+      chat_template.find("\"tool\"") != std::string_view::npos || chat_template.find("'tool'") != std::string_view::npos;
+  return s;
+}
+
+ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools, const ToolStyle& style) {
   ToolRequest t;
+  t.style = style;
   const ordered_json* tools = json_field(body, "tools");
   const ordered_json* functions = json_field(body, "functions");  // the API's older form: the functions alone
   if (tools && functions) throw bad_request("give tools or functions, not both", "functions");
@@ -137,6 +183,15 @@ ToolRequest parse_tool_request(const ordered_json& body, size_t max_tools) {
 }
 
 std::string tools_prompt(const ToolRequest& t) {
+  if (t.style.format == ToolFormat::hermes) {
+    if (t.style.template_lists_tools) return "";
+    std::string s = "You can call these functions, each given as JSON with the JSON Schema of its arguments, within <tools></tools>:\n<tools>\n";
+    for (const ordered_json& tool : tools_variable(t)) s += python_json(tool) + "\n";
+    s += "</tools>\nTo call a function, write <tool_call>\n{\"name\": <the function's name>, \"arguments\": <its arguments>}\n</tool_call>.";
+    if (!t.forced.empty()) s += " Call the function " + t.forced + " now.";
+    else if (t.choice == ToolRequest::Choice::required) s += " Call a function now.";
+    return s + " A function's result comes back within <tool_response></tool_response>.";
+  }
   std::string s = "You can call these functions. Each is given as JSON, with the JSON Schema of its arguments:\n";
   for (const ordered_json& tool : t.tools) s += tool.dump() + "\n";
   s += "To call a function, reply with only a JSON object: {\"name\": <the function's name>, \"arguments\": <its arguments>}.";
@@ -162,9 +217,33 @@ std::shared_ptr<const Grammar> tools_grammar(const ToolRequest& t) {
     calls.push_back(call_schema(name, ref));
   }
   ordered_json one = calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}};
+  const bool several = t.parallel && t.forced.empty();
   root["anyOf"] = ordered_json::array({one});
-  if (t.parallel && t.forced.empty()) root["anyOf"].push_back({{"type", "array"}, {"items", one}, {"minItems", 1}});
+  if (several && t.style.format == ToolFormat::json) root["anyOf"].push_back({{"type", "array"}, {"items", one}, {"minItems", 1}});
   Grammar g = json_schema_grammar_parsed(root);
+  if (t.style.format == ToolFormat::hermes) {
+    // A call in its tags; under "auto" text before the calls (a thinking
+    // model's thoughts among it), under "required" only the thoughts; blanks
+    // between and after the calls.
+    const Grammar::Sequence call = g.literal(kCallOpen) + blanks(g, 4) + Grammar::Sequence{Grammar::ref(g.root())} +
+                                   blanks(g, 4) + g.literal(kCallClose);
+    Grammar::Sequence calls_seq = call;
+    if (several) calls_seq = calls_seq + g.repeat(blanks(g, 4) + call, 0, -1);
+    calls_seq = calls_seq + blanks(g, 4);
+    const int32_t reply = g.new_rule();
+    if (t.choice == ToolRequest::Choice::automatic) {
+      g.add_alternative(reply, {g.text_without(kCallOpen), g.optional(calls_seq)});
+    } else {
+      Grammar::Sequence thoughts;  // "<think>...</think>", or "...</think>" for a reply that starts inside
+      if (t.style.thinks)
+        thoughts = {g.optional(Grammar::Sequence{g.optional(g.literal("<think>")), g.text_without("</think>")} +
+                               g.literal("</think>"))};
+      g.add_alternative(reply, thoughts + blanks(g, 4) + calls_seq);
+    }
+    g.set_root(reply);
+    g.check();
+    return std::make_shared<const Grammar>(std::move(g));
+  }
 
   // A few blanks before the call; under "auto", text instead that cannot be taken for one.
   ByteSet blank, text;
@@ -191,7 +270,13 @@ std::shared_ptr<const Grammar> tools_grammar(const ToolRequest& t) {
   return std::make_shared<const Grammar>(std::move(g));
 }
 
-std::string tool_calls_text(const json& tool_calls, const std::string& param) {
+ordered_json tools_variable(const ToolRequest& t) {
+  ordered_json out = ordered_json::array();
+  for (const ordered_json& tool : t.tools) out.push_back({{"type", "function"}, {"function", tool}});
+  return out;
+}
+
+std::string tool_calls_text(const json& tool_calls, const std::string& param, ToolFormat f) {
   if (!tool_calls.is_array()) throw bad_request(param + " must be an array", param);
   ordered_json calls = ordered_json::array();
   for (size_t i = 0; i < tool_calls.size(); ++i) {
@@ -214,35 +299,101 @@ std::string tool_calls_text(const json& tool_calls, const std::string& param) {
     calls.push_back({{"name", *name}, {"arguments", std::move(arguments)}});
   }
   if (calls.empty()) return "";
+  if (f == ToolFormat::hermes) {  // as Qwen's and Hermes' templates write them
+    std::string s;
+    for (const ordered_json& c : calls)
+      s += (s.empty() ? "" : "\n") + std::string(kCallOpen) + "\n{\"name\": " + c["name"].dump() +
+           ", \"arguments\": " + python_json(c["arguments"]) + "}\n" + std::string(kCallClose);
+    return s;
+  }
   return calls.size() == 1 ? calls[0].dump() : calls.dump();
 }
 
-std::string tool_result_text(const std::string& name, const std::string& content) {
+std::string with_tool_calls(const std::string& content, const std::string& calls_text, ToolFormat f) {
+  if (content.empty() || calls_text.empty()) return content + calls_text;
+  return content + (f == ToolFormat::hermes ? "\n" : "\n\n") + calls_text;
+}
+
+std::string tool_result_text(const std::string& name, const std::string& content, ToolFormat f) {
+  if (f == ToolFormat::hermes) return "<tool_response>\n" + content + "\n</tool_response>";
   return ordered_json{{"tool_result", {{"name", name}, {"content", content}}}}.dump();
 }
 
-std::vector<ToolCall> read_tool_calls(std::string_view reply, const std::string& id_prefix) {
-  ordered_json j;
-  try {
-    j = ordered_json::parse(reply);
-  } catch (const json::exception&) {
-    return {};  // text, or a call cut short (max_tokens): the reply stays text
-  }
-  const ordered_json calls = j.is_array() ? j : ordered_json::array({j});
-  std::vector<ToolCall> out;
-  for (const ordered_json& c : calls) {
-    const ordered_json* name = json_field(c, "name");
-    const ordered_json* args = json_field(c, "arguments");
-    if (!name || !name->is_string() || !args || !args->is_object() || c.size() != 2) return {};
-    out.push_back({id_prefix + std::to_string(out.size()), name->get<std::string>(), args->dump()});
-  }
-  return out;
+namespace {
+
+// {"name": ..., "arguments": {...}} as a call; false where it is not one.
+bool read_call(const ordered_json& c, const std::string& id, std::vector<ToolCall>& out) {
+  const ordered_json* name = json_field(c, "name");
+  const ordered_json* args = json_field(c, "arguments");
+  if (!name || !name->is_string() || !args || !args->is_object() || c.size() != 2) return false;
+  out.push_back({id, name->get<std::string>(), args->dump()});
+  return true;
 }
 
-bool may_be_tool_call(std::string_view reply_start) {
-  for (char c : reply_start)
-    if (!is_blank(c)) return c == '{' || c == '[';
-  return true;
+ToolReply read_hermes_calls(std::string_view reply, const std::string& id_prefix) {
+  const size_t first = reply.find(kCallOpen);
+  if (first == std::string_view::npos) return {std::string(reply), {}};
+  ToolReply r;
+  size_t at = first;
+  while (at < reply.size()) {
+    if (reply.compare(at, kCallOpen.size(), kCallOpen) != 0) return {std::string(reply), {}};
+    // The call ends at the first closing tag after which its JSON is whole (a string in it may hold one).
+    const size_t from = at + kCallOpen.size();
+    size_t close = reply.find(kCallClose, from);
+    ordered_json c;
+    for (; close != std::string_view::npos; close = reply.find(kCallClose, close + 1))
+      if (c = ordered_json::parse(reply.substr(from, close - from), nullptr, false); !c.is_discarded()) break;
+    if (close == std::string_view::npos) return {std::string(reply), {}};  // cut short, or no call
+    if (!read_call(c, id_prefix + std::to_string(r.calls.size()), r.calls)) return {std::string(reply), {}};
+    at = close + kCallClose.size();
+    while (at < reply.size() && is_blank(reply[at])) ++at;
+  }
+  size_t end = first;
+  while (end > 0 && is_blank(reply[end - 1])) --end;
+  r.content = std::string(reply.substr(0, end));
+  return r;
+}
+
+}  // namespace
+
+ToolReply read_tool_calls(std::string_view reply, const std::string& id_prefix, ToolFormat f) {
+  if (f == ToolFormat::hermes) return read_hermes_calls(reply, id_prefix);
+  const ordered_json j = ordered_json::parse(reply, nullptr, false);
+  if (j.is_discarded()) return {std::string(reply), {}};  // text, or a call cut short (max_tokens): the reply stays text
+  ToolReply r;
+  for (const ordered_json& c : j.is_array() ? j : ordered_json::array({j}))
+    if (!read_call(c, id_prefix + std::to_string(r.calls.size()), r.calls)) return {std::string(reply), {}};
+  return r;
+}
+
+std::string ToolCallHold::feed(std::string_view piece) {
+  held_ += piece;
+  if (format_ == ToolFormat::json) {
+    if (decided_) return std::exchange(held_, {});
+    for (char c : held_)
+      if (!is_blank(c)) {
+        if (c == '{' || c == '[') return "";  // a call, until the end says otherwise
+        decided_ = true;
+        return std::exchange(held_, {});
+      }
+    return "";  // blanks only, so far
+  }
+  if (decided_) return "";
+  if (size_t cut = held_.find(kCallOpen); cut != std::string::npos) {
+    decided_ = true;
+    while (cut > 0 && is_blank(held_[cut - 1])) --cut;  // blanks before the calls are not content
+    std::string out = held_.substr(0, cut);
+    held_.erase(0, cut);
+    return out;
+  }
+  // Hold what may begin a tag (the longest end of the text that starts one)
+  // and the blanks before it, which a call's content does not end with.
+  size_t keep = std::min(held_.size(), kCallOpen.size() - 1);
+  while (keep > 0 && held_.compare(held_.size() - keep, keep, kCallOpen, 0, keep) != 0) --keep;
+  while (keep < held_.size() && is_blank(held_[held_.size() - keep - 1])) ++keep;
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
 }
 
 }  // namespace basalt::serve
