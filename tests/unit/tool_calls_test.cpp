@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 
+#include "core/chat/chat_template.h"
 #include "core/runtime/generation.h"
 #include "tests/unit/byte_vocab.h"
 #include "tests/unit/grammar_matches.h"
+#include "tests/unit/test_paths.h"
 #include "tools/serve/openai_api.h"
 
 namespace basalt::serve {
@@ -300,6 +303,42 @@ TEST(ToolCalls, HermesCallsAndResultsAreWrittenAsItsTemplatesWriteThem) {
   ASSERT_EQ(user.messages.size(), 3u);
   EXPECT_EQ(user.messages[2].role, "user");
   EXPECT_EQ(user.messages[2].content, "<tool_response>\nnoon\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
+}
+
+// The real Qwen 2.5, Qwen3 and Hermes 3 templates (tests/data/chat): a
+// conversation with a call and its result, sent as OpenAI's API has it and
+// written into the prompt as basalt does (calls as text in the assistant's
+// content, results as "tool" messages, the tools as the template's variable),
+// renders byte for byte as jinja2 renders the conversation with its calls as
+// structured tool_calls (tests/data/chat/cases.json, make_chat_refs.py).
+TEST(ToolCalls, HermesTurnsRenderAsTheRealTemplatesWriteTheirCalls) {
+  std::ifstream in(test::data_path("chat/cases.json"));
+  ASSERT_TRUE(in) << "tests/data/chat/cases.json";
+  const nlohmann::ordered_json refs = nlohmann::ordered_json::parse(in);
+  int checked = 0;
+  for (const auto& c : refs["cases"]) {
+    const std::string name = c["name"];
+    if (name != "qwen2.5/tools" && name != "qwen3/tools" && name != "hermes3-tool-use/tools") continue;
+    const auto& t = refs["templates"][c["template"].get<std::string>()];
+    const std::string source = t["source"];
+    const ToolStyle style = tool_style_of(source);
+    EXPECT_EQ(style.format, ToolFormat::hermes) << name;
+    EXPECT_TRUE(style.template_lists_tools && style.template_has_tool_role) << name;
+    EXPECT_EQ(style.thinks, name == "qwen3/tools") << name;
+    // The request as a client sends it: arguments as JSON text.
+    nlohmann::ordered_json messages = c["messages"];
+    for (auto& m : messages)
+      if (m.contains("tool_calls"))
+        for (auto& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
+    const nlohmann::ordered_json body = {{"messages", messages}, {"tools", c["extra"]["tools"]}};
+    const CompletionRequest r = parse_completion_request(body.dump(), true, SamplingParams{}, 256, "", ApiLimits{}, style);
+    nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+    for (const ChatMessage& m : r.messages) turns.push_back({{"role", m.role}, {"content", m.content}});
+    const ChatTemplate tmpl(source, t["bos_token"].get<std::string>(), t["eos_token"].get<std::string>());
+    EXPECT_EQ(tmpl.render_json(turns, true, r.template_vars), c["expected"].get<std::string>()) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 }
 
 TEST(ToolCalls, HermesRepliesAreTextThenCalls) {
