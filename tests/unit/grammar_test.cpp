@@ -151,7 +151,7 @@ struct SchemaCase {
 };
 
 // Text without a pattern, alone and with the pattern after it, on every
-// string of up to 7 bytes over the patterns' letters and one other (where a
+// string of up to 7 bytes over the pattern's letters and one other (where a
 // pattern's overlaps with itself trip a naive matcher: "aab" in "aaab").
 TEST(Grammar, TextWithoutAPatternIsAnyTextThatLacksIt) {
   for (const std::string pattern : {"aab", "abab", "<a>", "a"}) {
@@ -167,7 +167,9 @@ TEST(Grammar, TextWithoutAPatternIsAnyTextThatLacksIt) {
     tagged.add_alternative(t, seq);
     tagged.set_root(t);
     tagged.check();
-    const std::string letters = "ab<>x";
+    std::string letters = "x";
+    for (char c : pattern)
+      if (letters.find(c) == std::string::npos) letters += c;
     int checked = 0;
     std::string text;
     std::function<void()> each = [&] {
@@ -187,7 +189,7 @@ TEST(Grammar, TextWithoutAPatternIsAnyTextThatLacksIt) {
       }
     };
     each();
-    EXPECT_GT(checked, 90000);
+    EXPECT_GT(checked, 200);
   }
   Grammar g;
   EXPECT_THROW(g.text_without(""), Error);

@@ -32,6 +32,22 @@ bool name_required(const std::string& name);
 // The ISAs the tests run here, for a test that compares them with each other.
 std::vector<Isa> testable_isas();
 
+// Built with AddressSanitizer (scripts/sanitize.sh asan): the kernel tests
+// leave out their largest shapes there, whose code paths the smaller ones
+// take too and whose reference arithmetic, instrumented, took most of the
+// sanitizer run (docs/PERFORMANCE.md 6).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // For INSTANTIATE_TEST_SUITE_P(..., ::testing::ValuesIn(kEveryIsa), isa_test_name).
 inline std::string isa_test_name(const ::testing::TestParamInfo<Isa>& info) { return isa_name(info.param); }
 
