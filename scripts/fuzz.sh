@@ -85,9 +85,11 @@ for p in sorted(pathlib.Path(sys.argv[1]).iterdir()):
         >"$d/response_format"
       printf '\x01\x00{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
         >"$d/tools"
-      # the same, for a Hermes template (second byte: its ToolStyle bits)
+      # the same, for a Hermes template and a Llama 3 one (second byte: their ToolStyle bits)
       printf '\x01\x0f{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
         >"$d/tools_hermes"
+      printf '\x01\x16{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\\"city\\":\\"Oslo\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}],"tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"tool_choice":"auto","parallel_tool_calls":false}' \
+        >"$d/tools_llama3"
       printf '\x00\x00{"prompt":[[1,2,3],[4]],"n":2,"echo":true,"logprobs":1,"max_tokens":0,"seed":5}' >"$d/choices" ;;
     json_schema)  # a schema, then NUL and text to follow through its grammar
       printf '{"$defs":{"a":{"type":"object","properties":{"n":{"type":["string","null"],"maxLength":4},"k":{"type":"array","items":{"$ref":"#/$defs/a"},"maxItems":2}},"required":["n"],"additionalProperties":false}},"$ref":"#/$defs/a"}\0{"n": "ab", "k": [{"n": null}]}' >"$d/recursive"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The server's request bodies: /v1/completions and /v1/chat/completions JSON
 // through parse_completion_request's validation (the first byte picks the
-// endpoint; the second, bit 0, the tool format of a Hermes template), a valid
+// endpoint; the second the served template's tool style: bit 0 Hermes, else
+// bit 4 Llama 3, bits 1-3 what the template knows), a valid
 // chat request's messages through a chat template (with its
 // chat_template_kwargs), its tools' grammar over the body's text, and the body
 // read as a reply's tool calls (whole and streamed) and as a reply that may
@@ -20,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace basalt::serve;
   if (size < 2) return 0;
   const bool chat = data[0] & 1;
-  const ToolStyle style = data[1] & 1 ? ToolStyle{ToolFormat::hermes, (data[1] & 2) != 0, (data[1] & 4) != 0, (data[1] & 8) != 0}
-                                      : ToolStyle{};
+  const ToolFormat format = data[1] & 1 ? ToolFormat::hermes : data[1] & 16 ? ToolFormat::llama3 : ToolFormat::json;
+  const ToolStyle style{format, (data[1] & 2) != 0, (data[1] & 4) != 0, (data[1] & 8) != 0};
   const std::string_view body(reinterpret_cast<const char*>(data + 2), size - 2);
   ApiLimits limits;
   limits.max_prompt_bytes = 1 << 16;

@@ -249,7 +249,7 @@ CompletionRequest parse_hermes(const std::string& body, const ToolStyle& style) 
   return parse_completion_request(body, true, SamplingParams{}, 256, "", ApiLimits{}, style);
 }
 
-TEST(ToolCalls, HermesStylesComeFromTheTemplate) {
+TEST(ToolCalls, ToolStylesComeFromTheTemplate) {
   const ToolStyle qwen = tool_style_of(
       "{%- if tools %}{%- for tool in tools %}{{ tool | tojson }}{% endfor %}{% endif %}{% for message in messages %}"
       "{% if message.role == \"tool\" %}<tool_response>{% endif %}{% endfor %}<tool_call>");
@@ -305,24 +305,26 @@ TEST(ToolCalls, HermesCallsAndResultsAreWrittenAsItsTemplatesWriteThem) {
   EXPECT_EQ(user.messages[2].content, "<tool_response>\nnoon\n</tool_response>\n<tool_response>\nsunny\n</tool_response>");
 }
 
-// The real Qwen 2.5, Qwen3 and Hermes 3 templates (tests/data/chat): a
-// conversation with a call and its result, sent as OpenAI's API has it and
-// written into the prompt as basalt does (calls as text in the assistant's
-// content, results as "tool" messages, the tools as the template's variable),
-// renders byte for byte as jinja2 renders the conversation with its calls as
-// structured tool_calls (tests/data/chat/cases.json, make_chat_refs.py).
-TEST(ToolCalls, HermesTurnsRenderAsTheRealTemplatesWriteTheirCalls) {
+// The real Qwen 2.5, Qwen3, Hermes 3 and Llama 3.1 and 3.2 templates
+// (tests/data/chat): a conversation with a call and its result, sent as
+// OpenAI's API has it and written into the prompt as basalt does (calls as
+// text in the assistant's content, results as "tool" messages, the tools as
+// the template's variable), renders byte for byte as jinja2 renders the
+// conversation with its calls as structured tool_calls
+// (tests/data/chat/cases.json, make_chat_refs.py).
+TEST(ToolCalls, TurnsRenderAsTheRealTemplatesWriteTheirCalls) {
   std::ifstream in(test::data_path("chat/cases.json"));
   ASSERT_TRUE(in) << "tests/data/chat/cases.json";
   const nlohmann::ordered_json refs = nlohmann::ordered_json::parse(in);
   int checked = 0;
   for (const auto& c : refs["cases"]) {
     const std::string name = c["name"];
-    if (name != "qwen2.5/tools" && name != "qwen3/tools" && name != "hermes3-tool-use/tools") continue;
+    const bool llama = name == "llama3.1/tools" || name == "llama3.2/tools";
+    if (!llama && name != "qwen2.5/tools" && name != "qwen3/tools" && name != "hermes3-tool-use/tools") continue;
     const auto& t = refs["templates"][c["template"].get<std::string>()];
     const std::string source = t["source"];
     const ToolStyle style = tool_style_of(source);
-    EXPECT_EQ(style.format, ToolFormat::hermes) << name;
+    EXPECT_EQ(style.format, llama ? ToolFormat::llama3 : ToolFormat::hermes) << name;
     EXPECT_TRUE(style.template_lists_tools && style.template_has_tool_role) << name;
     EXPECT_EQ(style.thinks, name == "qwen3/tools") << name;
     // The request as a client sends it: arguments as JSON text.
@@ -331,14 +333,52 @@ TEST(ToolCalls, HermesTurnsRenderAsTheRealTemplatesWriteTheirCalls) {
       if (m.contains("tool_calls"))
         for (auto& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
     const nlohmann::ordered_json body = {{"messages", messages}, {"tools", c["extra"]["tools"]}};
-    const CompletionRequest r = parse_completion_request(body.dump(), true, SamplingParams{}, 256, "", ApiLimits{}, style);
+    CompletionRequest r = parse_completion_request(body.dump(), true, SamplingParams{}, 256, "", ApiLimits{}, style);
+    // Llama's date as the references have it: 3.1's own default, 3.2's from make_chat_refs.py's fixed clock.
+    r.template_vars["date_string"] = name == "llama3.2/tools" ? "05 Sep 2024" : "26 Jul 2024";
     nlohmann::ordered_json turns = nlohmann::ordered_json::array();
     for (const ChatMessage& m : r.messages) turns.push_back({{"role", m.role}, {"content", m.content}});
     const ChatTemplate tmpl(source, t["bos_token"].get<std::string>(), t["eos_token"].get<std::string>());
     EXPECT_EQ(tmpl.render_json(turns, true, r.template_vars), c["expected"].get<std::string>()) << name;
     ++checked;
   }
-  EXPECT_EQ(checked, 3);
+  EXPECT_EQ(checked, 5);
+}
+
+// Llama 3's format: basalt's own, but its template lists the tools, a call
+// names its arguments "parameters", one call a turn, results go back as "tool"
+// turns (the template's ipython ones).
+TEST(ToolCalls, Llama3CallsNameTheirArgumentsParameters) {
+  const ToolStyle style = tool_style_of(
+      "{%- if tools %}Respond in the format {\"name\": function name, \"parameters\": dictionary}{% endif %}"
+      "{% if message.role == \"tool\" %}<|start_header_id|>ipython<|end_header_id|>{% endif %}");
+  ASSERT_EQ(style.format, ToolFormat::llama3);
+  EXPECT_TRUE(style.template_lists_tools && style.template_has_tool_role);
+  const std::string body = std::string(R"({"messages": [{"role": "user", "content": "Weather?"}], "tools": [)") + kWeather + ", " +
+                           kTime + "]";
+  const CompletionRequest r = parse_completion_request(body + "}", true, SamplingParams{}, 256, "", ApiLimits{}, style);
+  ASSERT_EQ(r.messages.size(), 1u);  // the template lists the tools
+  EXPECT_EQ(r.template_vars["tools"][1]["function"]["name"], "get_time");
+  const Grammar& g = *r.options.grammar;
+  EXPECT_TRUE(test::matches(g, R"({"name": "get_weather", "parameters": {"location": "Paris"}})"));
+  EXPECT_TRUE(test::matches(g, "It is sunny."));
+  EXPECT_FALSE(test::matches(g, R"({"name": "get_weather", "arguments": {"location": "Paris"}})"));
+  EXPECT_FALSE(test::matches(g, R"([{"name": "get_time", "parameters": {}}])"));  // one call a turn
+
+  const ToolReply call = read_tool_calls(R"({"name": "get_weather", "parameters": {"location": "Paris"}})", "c", ToolFormat::llama3);
+  ASSERT_EQ(call.calls.size(), 1u);
+  EXPECT_EQ(call.calls[0].arguments, R"({"location":"Paris"})");
+  EXPECT_TRUE(read_tool_calls(R"({"name": "get_time", "arguments": {}})", "c", ToolFormat::llama3).calls.empty());
+  EXPECT_TRUE(read_tool_calls(R"([{"name": "get_time", "parameters": {}}])", "c", ToolFormat::llama3).calls.empty());
+
+  const CompletionRequest turn = parse_completion_request(R"({"messages": [{"role": "user", "content": "Time?"},
+    {"role": "assistant", "content": "Let me look.", "tool_calls": [
+      {"id": "c0", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\":\"UTC\"}"}}]},
+    {"role": "tool", "tool_call_id": "c0", "content": "noon"}]})", true, SamplingParams{}, 256, "", ApiLimits{}, style);
+  ASSERT_EQ(turn.messages.size(), 3u);
+  EXPECT_EQ(turn.messages[1].content, R"({"name": "get_time", "parameters": {"tz": "UTC"}})");  // the call alone, as the template writes it
+  EXPECT_EQ(turn.messages[2].role, "tool");
+  EXPECT_EQ(turn.messages[2].content, "noon");
 }
 
 TEST(ToolCalls, HermesRepliesAreTextThenCalls) {

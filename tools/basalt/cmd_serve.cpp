@@ -94,7 +94,10 @@ void serve_main(ServeOptions& o) {
   so.split_reasoning = o.reasoning_format == "deepseek" ||
                        (o.reasoning_format == "auto" && model->chat_template().find("<think>") != std::string::npos);
   so.tool_style = serve::tool_style_of(model->chat_template());
-  if (o.tool_format != "auto") so.tool_style.format = o.tool_format == "hermes" ? serve::ToolFormat::hermes : serve::ToolFormat::json;
+  if (o.tool_format != "auto")
+    so.tool_style.format = o.tool_format == "hermes"   ? serve::ToolFormat::hermes
+                           : o.tool_format == "llama3" ? serve::ToolFormat::llama3
+                                                       : serve::ToolFormat::json;
   so.model_name = !o.alias.empty() ? o.alias : std::filesystem::path(path).filename().replace_extension().string();
   so.sampling = with_model_defaults(so.sampling, o.sampling_given, *model);
   // --ctx-size is the whole KV pool, in positions, shared by the --parallel
@@ -184,9 +187,10 @@ void register_serve(CLI::App& app) {
                   "auto (deepseek where the model's chat template writes <think>; the default)")
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
   sub->add_option("--tool-format", o->tool_format,
-                  "how the model writes tool calls: hermes (<tool_call> tags: Qwen 2.5, Qwen3, Hermes), json (basalt's "
-                  "own, for any model), auto (hermes where the model's chat template writes <tool_call>; the default)")
-      ->check(CLI::IsMember({"auto", "json", "hermes"}));
+                  "how the model writes tool calls: hermes (<tool_call> tags: Qwen 2.5, Qwen3, Hermes), llama3 "
+                  "({\"name\": ..., \"parameters\": ...}: Llama 3.1-3.3), json (basalt's own, for any model), auto "
+                  "(the model's own where its chat template writes one of them; the default)")
+      ->check(CLI::IsMember({"auto", "json", "hermes", "llama3"}));
   sub->add_option("--api-key", o->server.api_keys, "accept only requests with this Bearer key (repeatable; also BASALT_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "file of keys, one per line");
   sub->add_option("--max-queue", o->server.scheduler.max_queued, "requests that may wait for a slot; more get 429 (default 64)");

@@ -151,7 +151,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
         text = with_tool_calls(text, tool_calls_text(*calls, at + ".tool_calls", tool_style.format), tool_style.format);
       const bool result = rl == "tool" || rl == "function";
       // A tool's result: the template's own "tool" turn where it has one (Qwen's, Hermes'), else the user's.
-      const bool own_turn = tool_style.format == ToolFormat::hermes && tool_style.template_has_tool_role;
+      const bool own_turn = tool_style.format != ToolFormat::json && tool_style.template_has_tool_role;
       if (result) {
         std::string name;
         if (rl == "tool") {

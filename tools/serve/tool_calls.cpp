@@ -45,11 +45,14 @@ ordered_json with_refs_under(const ordered_json& s, const std::string& base) {
   return out;
 }
 
+// Where a call's arguments go: Llama 3 names them "parameters".
+const char* arguments_key(ToolFormat f) { return f == ToolFormat::llama3 ? "parameters" : "arguments"; }
+
 // One call of the tool: {"name": its name, "arguments": an instance of its parameters}.
-ordered_json call_schema(const std::string& name, const std::string& parameters_ref) {
+ordered_json call_schema(const std::string& name, const std::string& parameters_ref, ToolFormat f) {
   return {{"type", "object"},
-          {"properties", {{"name", {{"const", name}}}, {"arguments", {{"$ref", parameters_ref}}}}},
-          {"required", {"name", "arguments"}}};
+          {"properties", {{"name", {{"const", name}}}, {arguments_key(f), {{"$ref", parameters_ref}}}}},
+          {"required", {"name", arguments_key(f)}}};
 }
 
 constexpr std::string_view kCallOpen = "<tool_call>", kCallClose = "</tool_call>";
@@ -84,13 +87,17 @@ Grammar::Sequence operator+(Grammar::Sequence a, const Grammar::Sequence& b) {
 
 }  // namespace
 
-const char* tool_format_name(ToolFormat f) { return f == ToolFormat::hermes ? "hermes" : "json"; }
+const char* tool_format_name(ToolFormat f) {
+  return f == ToolFormat::hermes ? "hermes" : f == ToolFormat::llama3 ? "llama3" : "json";
+}
 
 ToolStyle tool_style_of(std::string_view chat_template) {
   ToolStyle s;
   s.thinks = chat_template.find("<think>") != std::string_view::npos;
-  if (chat_template.find(kCallOpen) == std::string_view::npos) return s;
-  s.format = ToolFormat::hermes;
+  auto has = [&](std::string_view text) { return chat_template.find(text) != std::string_view::npos; };
+  if (has(kCallOpen)) s.format = ToolFormat::hermes;
+  else if (has("\"parameters\"") && has("ipython")) s.format = ToolFormat::llama3;
+  else return s;
   s.template_lists_tools = chat_template.find("tools") != std::string_view::npos;
   s.template_has_tool_role =
       chat_template.find("\"tool\"") != std::string_view::npos || chat_template.find("'tool'") != std::string_view::npos;
@@ -192,10 +199,12 @@ std::string tools_prompt(const ToolRequest& t) {
     else if (t.choice == ToolRequest::Choice::required) s += " Call a function now.";
     return s + " A function's result comes back within <tool_response></tool_response>.";
   }
+  if (t.style.format == ToolFormat::llama3 && t.style.template_lists_tools) return "";
+  const std::string key = arguments_key(t.style.format);
   std::string s = "You can call these functions. Each is given as JSON, with the JSON Schema of its arguments:\n";
   for (const ordered_json& tool : t.tools) s += tool.dump() + "\n";
-  s += "To call a function, reply with only a JSON object: {\"name\": <the function's name>, \"arguments\": <its arguments>}.";
-  if (t.parallel && t.forced.empty()) s += " To call several, reply with a JSON array of such objects.";
+  s += "To call a function, reply with only a JSON object: {\"name\": <the function's name>, \"" + key + "\": <its arguments>}.";
+  if (t.parallel && t.forced.empty() && t.style.format == ToolFormat::json) s += " To call several, reply with a JSON array of such objects.";
   if (!t.forced.empty())
     s += " Call the function " + t.forced + " now.";
   else if (t.choice == ToolRequest::Choice::required)
@@ -214,7 +223,7 @@ std::shared_ptr<const Grammar> tools_grammar(const ToolRequest& t) {
     if (!t.forced.empty() && name != t.forced) continue;
     const std::string def = "tool" + std::to_string(i), ref = "#/$defs/" + def;
     root["$defs"][def] = with_refs_under(t.tools[i]["parameters"], ref);
-    calls.push_back(call_schema(name, ref));
+    calls.push_back(call_schema(name, ref, t.style.format));
   }
   ordered_json one = calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}};
   const bool several = t.parallel && t.forced.empty();
@@ -299,6 +308,12 @@ std::string tool_calls_text(const json& tool_calls, const std::string& param, To
     calls.push_back({{"name", *name}, {"arguments", std::move(arguments)}});
   }
   if (calls.empty()) return "";
+  if (f == ToolFormat::llama3) {  // as Llama 3's templates write a call (one per turn; more, one to a line)
+    std::string s;
+    for (const ordered_json& c : calls)
+      s += (s.empty() ? "" : "\n") + std::string("{\"name\": ") + c["name"].dump() + ", \"parameters\": " + python_json(c["arguments"]) + "}";
+    return s;
+  }
   if (f == ToolFormat::hermes) {  // as Qwen's and Hermes' templates write them
     std::string s;
     for (const ordered_json& c : calls)
@@ -310,6 +325,7 @@ std::string tool_calls_text(const json& tool_calls, const std::string& param, To
 }
 
 std::string with_tool_calls(const std::string& content, const std::string& calls_text, ToolFormat f) {
+  if (f == ToolFormat::llama3 && !calls_text.empty()) return calls_text;  // Llama 3's templates write the call alone
   if (content.empty() || calls_text.empty()) return content + calls_text;
   return content + (f == ToolFormat::hermes ? "\n" : "\n\n") + calls_text;
 }
@@ -321,10 +337,10 @@ std::string tool_result_text(const std::string& name, const std::string& content
 
 namespace {
 
-// {"name": ..., "arguments": {...}} as a call; false where it is not one.
-bool read_call(const ordered_json& c, const std::string& id, std::vector<ToolCall>& out) {
+// {"name": ..., "arguments": {...}} ("parameters" in Llama 3's) as a call; false where it is not one.
+bool read_call(const ordered_json& c, const std::string& id, std::vector<ToolCall>& out, ToolFormat f = ToolFormat::json) {
   const ordered_json* name = json_field(c, "name");
-  const ordered_json* args = json_field(c, "arguments");
+  const ordered_json* args = json_field(c, arguments_key(f));
   if (!name || !name->is_string() || !args || !args->is_object() || c.size() != 2) return false;
   out.push_back({id, name->get<std::string>(), args->dump()});
   return true;
@@ -361,14 +377,15 @@ ToolReply read_tool_calls(std::string_view reply, const std::string& id_prefix, 
   const ordered_json j = ordered_json::parse(reply, nullptr, false);
   if (j.is_discarded()) return {std::string(reply), {}};  // text, or a call cut short (max_tokens): the reply stays text
   ToolReply r;
+  if (j.is_array() && f != ToolFormat::json) return {std::string(reply), {}};
   for (const ordered_json& c : j.is_array() ? j : ordered_json::array({j}))
-    if (!read_call(c, id_prefix + std::to_string(r.calls.size()), r.calls)) return {std::string(reply), {}};
+    if (!read_call(c, id_prefix + std::to_string(r.calls.size()), r.calls, f)) return {std::string(reply), {}};
   return r;
 }
 
 std::string ToolCallHold::feed(std::string_view piece) {
   held_ += piece;
-  if (format_ == ToolFormat::json) {
+  if (format_ != ToolFormat::hermes) {
     if (decided_) return std::exchange(held_, {});
     for (char c : held_)
       if (!is_blank(c)) {

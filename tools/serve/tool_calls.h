@@ -11,7 +11,10 @@
 //   their template lists the tools (its `tools` variable), and the reply is
 //   text, then calls in <tool_call>{"name": ..., "arguments": {...}}</tool_call>
 //   tags, results coming back in <tool_response> tags; a model that thinks
-//   (its template writes <think>) may think first.
+//   (its template writes <think>) may think first;
+// - llama3, Llama 3.1's, 3.2's and 3.3's: the template lists the tools, and
+//   the reply is one call, {"name": ..., "parameters": {...}}, or text as in
+//   json; results go back as the template's "tool" (ipython) turns.
 // Earlier turns' calls and the tools' results go back into the conversation
 // in the same format.
 #pragma once
@@ -32,18 +35,19 @@ struct ToolCall {
   std::string arguments;  // JSON text, as OpenAI's API carries it
 };
 
-enum class ToolFormat { json, hermes };
+enum class ToolFormat { json, hermes, llama3 };
 const char* tool_format_name(ToolFormat f);
 
 // How the served model writes calls, from its chat template.
 struct ToolStyle {
   ToolFormat format = ToolFormat::json;
-  bool template_lists_tools = false;  // hermes: the template writes the tools from its `tools` variable
-  bool template_has_tool_role = false;  // hermes: results go to the template as role "tool" messages
+  bool template_lists_tools = false;  // hermes, llama3: the template writes the tools from its `tools` variable
+  bool template_has_tool_role = false;  // hermes, llama3: results go to the template as role "tool" messages
   bool thinks = false;                // the template writes <think>: a reply may think before it calls
 };
-// hermes where the template writes <tool_call> tags (what else it knows then:
-// the tools, a "tool" role), else json.
+// hermes where the template writes <tool_call> tags, llama3 where it asks for
+// {"name": ..., "parameters": ...} and has an ipython role (what else it
+// knows then: the tools, a "tool" role), else json.
 ToolStyle tool_style_of(std::string_view chat_template);
 
 // The tools a request offers and what it asks of them.
@@ -74,7 +78,8 @@ nlohmann::ordered_json tools_variable(const ToolRequest& t);
 // arguments}}]) as the text the model would have written after its content;
 // ApiError naming param if malformed.
 std::string tool_calls_text(const nlohmann::json& tool_calls, const std::string& param, ToolFormat f = ToolFormat::json);
-// The turn's content and its calls' text, joined as the format writes them.
+// The turn's content and its calls' text, joined as the format writes them
+// (llama3: the calls alone, as its templates write a turn that calls).
 std::string with_tool_calls(const std::string& content, const std::string& calls_text, ToolFormat f);
 // A tool's result as the model reads it.
 std::string tool_result_text(const std::string& name, const std::string& content, ToolFormat f = ToolFormat::json);
@@ -89,9 +94,9 @@ struct ToolReply {
 ToolReply read_tool_calls(std::string_view reply, const std::string& id_prefix, ToolFormat f = ToolFormat::json);
 
 // A streamed reply's text, let out as soon as it cannot be part of a call
-// (json: a reply that starts with a blank, "{" or "[" is held until it is
-// known to be text; hermes: from a "<tool_call>" tag on, and while the text
-// ends with what may start one). What is held is read for calls at the end.
+// (json, llama3: a reply that starts with a blank, "{" or "[" is held until
+// it is known to be text; hermes: from a "<tool_call>" tag on, and while the
+// text ends with what may start one). What is held is read for calls at the end.
 class ToolCallHold {
  public:
   explicit ToolCallHold(ToolFormat f) : format_(f) {}
