@@ -345,6 +345,41 @@ TEST(ToolCalls, TurnsRenderAsTheRealTemplatesWriteTheirCalls) {
   EXPECT_EQ(checked, 5);
 }
 
+// A Qwen3 turn that thought, then called, sent back with its reasoning_content
+// (an agent's loop within one user turn): written as basalt writes it, it
+// renders through the real Qwen3 template as the template renders the turn's
+// fields (reasoning_content, tool_calls) itself.
+TEST(ToolCalls, ReasoningSentBackRendersAsTheTemplateRendersIt) {
+  std::ifstream in(test::data_path("chat/cases.json"));
+  ASSERT_TRUE(in);
+  const nlohmann::ordered_json refs = nlohmann::ordered_json::parse(in);
+  const auto& t = refs["templates"]["qwen3"];
+  const ChatTemplate tmpl(t["source"].get<std::string>(), t["bos_token"].get<std::string>(), t["eos_token"].get<std::string>());
+  const ToolStyle style = tool_style_of(t["source"].get<std::string>());
+  ASSERT_TRUE(style.thinks);
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::array({nlohmann::ordered_json::parse(kTime)});
+  const nlohmann::ordered_json structured = nlohmann::ordered_json::parse(R"([
+    {"role": "user", "content": "Time?"},
+    {"role": "assistant", "content": "Let me look.", "reasoning_content": "The user wants the time.",
+     "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "get_time", "arguments": {}}}]},
+    {"role": "tool", "tool_call_id": "c0", "content": "noon"}])");
+  nlohmann::ordered_json sent = structured;
+  sent[1]["tool_calls"][0]["function"]["arguments"] = "{}";
+  const nlohmann::ordered_json body = {{"messages", sent}, {"tools", tools}};
+  const CompletionRequest r = parse_completion_request(body.dump(), true, SamplingParams{}, 256, "", ApiLimits{}, style);
+  nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : r.messages) turns.push_back({{"role", m.role}, {"content", m.content}});
+  nlohmann::ordered_json vars = {{"tools", nlohmann::ordered_json::array({{{"type", "function"},
+                                                                          {"function", {{"name", "get_time"}, {"parameters", r.tools.tools[0]["parameters"]}}}}})}};
+  const std::string want = tmpl.render_json(structured, true, vars);
+  EXPECT_NE(want.find("<think>\nThe user wants the time.\n</think>\n\nLet me look.\n<tool_call>"), std::string::npos) << want;
+  EXPECT_EQ(tmpl.render_json(turns, true, r.template_vars), want);
+  // A bad one is an error naming it.
+  sent[1]["reasoning_content"] = 3;
+  EXPECT_THROW(parse_completion_request(nlohmann::ordered_json{{"messages", sent}}.dump(), true, SamplingParams{}, 256, "", ApiLimits{}, style),
+               ApiError);
+}
+
 // Llama 3's format: basalt's own, but its template lists the tools, a call
 // names its arguments "parameters", one call a turn, results go back as "tool"
 // turns (the template's ipython ones).

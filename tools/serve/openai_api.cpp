@@ -142,6 +142,13 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       const json* content = json_field(m, "content");
       std::string text = content ? content_text(*content, at + ".content") : std::string();
       std::string as = rl == "developer" ? "system" : rl;  // the role the template sees
+      // A thinking model's reasoning sent back with its turn (tool calls in one thinking turn): in the
+      // tags before the content, where its template finds it (Qwen3's keeps the current turn's).
+      if (const json* thought = rl == "assistant" ? json_field(m, "reasoning_content") : nullptr; thought && !thought->is_null()) {
+        if (!thought->is_string()) throw bad_request(at + ".reasoning_content must be a string", at + ".reasoning_content");
+        if (tool_style.thinks && !thought->get_ref<const std::string&>().empty())
+          text = "<think>\n" + thought->get<std::string>() + "\n</think>\n\n" + text;
+      }
       const json* calls = rl == "assistant" ? json_field(m, "tool_calls") : nullptr;
       if (calls && calls->is_array())
         for (const json& c : *calls)

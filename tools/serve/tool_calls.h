@@ -43,7 +43,8 @@ struct ToolStyle {
   ToolFormat format = ToolFormat::json;
   bool template_lists_tools = false;  // hermes, llama3: the template writes the tools from its `tools` variable
   bool template_has_tool_role = false;  // hermes, llama3: results go to the template as role "tool" messages
-  bool thinks = false;                // the template writes <think>: a reply may think before it calls
+  bool thinks = false;                // the template writes <think>: a reply may think before it calls,
+                                      // and an earlier turn's reasoning_content goes back in the tags
 };
 // hermes where the template writes <tool_call> tags, llama3 where it asks for
 // {"name": ..., "parameters": ...} and has an ipython role (what else it
