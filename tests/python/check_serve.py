@@ -20,7 +20,8 @@
 # required/named/auto/none, every call's arguments valid under its tool's
 # schema by jsonschema, the stream's tool_calls deltas the same calls, a
 # call's result sent back), and in Hermes' tags on a model whose template
-# writes them (the template lists the tools, results of role "tool"); several prompts and n choices in one request, each
+# writes them (the template lists the tools, results of role "tool"), and
+# Llama 3's on one whose template asks for them; several prompts and n choices in one request, each
 # as if asked alone; logprobs (chat and completions, streamed and not).
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
@@ -624,6 +625,7 @@ def test_hermes_tool_calls(basalt):
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
             tools = [WEATHER_TOOL, TIME_TOOL]
             msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+            check("tool calls: hermes format" in "".join(srv.lines), "hermes: the format found in the template (the log says so)")
             bare = client.chat.completions.create(model="hermes", messages=msgs, max_tokens=1)
             offered = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="none", max_tokens=1)
             listed = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, max_tokens=1)
@@ -671,6 +673,41 @@ def test_hermes_tool_calls(basalt):
                 answer = client.chat.completions.create(model="hermes", messages=turn, tools=tools, max_tokens=8, temperature=0)
                 check(answer.usage.prompt_tokens > listed.usage.prompt_tokens + 30,
                       f"hermes: earlier calls and their results go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
+        finally:
+            srv.proc.send_signal(signal.SIGTERM)
+            srv.proc.wait(60)
+
+
+def test_llama3_tool_calls(basalt):
+    # A model whose template asks for Llama 3's {"name": ..., "parameters": ...}: the template lists the tools,
+    # a call comes back as OpenAI's tool_calls, its result goes back as the template's ipython turn.
+    with tempfile.TemporaryDirectory() as tmp:
+        model = str(Path(tmp) / "llama3.gguf")
+        make_model.write_model(model, make_model.ModelConfig(wtype="q8_0", n_ctx=2048,
+                                                             chat_template=make_model.LLAMA3_TOOLS_CHAT_TEMPLATE))
+        srv = ServerProcess(basalt, model, ctx=2048)
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
+            tools = [WEATHER_TOOL, TIME_TOOL]
+            msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+            check("tool calls: llama3 format" in "".join(srv.lines), "llama3: the format found in the template (the log says so)")
+            bare = client.chat.completions.create(model="llama3", messages=msgs, max_tokens=1)
+            r = client.chat.completions.create(model="llama3", messages=msgs, tools=tools, tool_choice="required",
+                                               max_tokens=300, temperature=0)
+            calls = calls_of(r.choices[0].message)
+            check(isinstance(calls, list) and len(calls) == 1 and r.choices[0].finish_reason == "tool_calls"
+                  and r.usage.prompt_tokens > bare.usage.prompt_tokens + 50,
+                  f"llama3: the template lists the tools ({bare.usage.prompt_tokens} -> {r.usage.prompt_tokens} prompt "
+                  f"tokens), one call of them comes back ({calls})")
+            c = r.choices[0].message.tool_calls[0] if r.choices[0].message.tool_calls else None
+            if c:
+                turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
+                        {"role": "tool", "tool_call_id": c.id, "content": "18 degrees and sunny"}]
+                answer = client.chat.completions.create(model="llama3", messages=turn, tools=tools, tool_choice="none",
+                                                        max_tokens=8, temperature=0)
+                check(answer.usage.prompt_tokens > bare.usage.prompt_tokens + 20 and not answer.choices[0].message.tool_calls,
+                      f"llama3: the call and its result go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
         finally:
             srv.proc.send_signal(signal.SIGTERM)
             srv.proc.wait(60)
@@ -828,6 +865,7 @@ def main():
     test_rings(a.basalt)
     test_template_vars(a.basalt)
     test_hermes_tool_calls(a.basalt)
+    test_llama3_tool_calls(a.basalt)
     if failures:
         print(f"{len(failures)} checks failed", file=sys.stderr)
         return 1

@@ -393,6 +393,23 @@ HERMES_CHAT_TEMPLATE = (
 )
 
 
+# ChatML with Llama 3.1's function calling: the tools listed in the first user
+# turn, a call as {"name": ..., "parameters": ...} alone in the assistant's
+# turn, results as "ipython" turns.
+LLAMA3_TOOLS_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'tool' or message['role'] == 'ipython' %}"
+    "{{ '<|im_start|>ipython\\n' + (message['content'] | tojson) + '<|im_end|>\\n' }}"
+    "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if tools and loop.first %}"
+    "{{ 'Respond in the format {\"name\": function name, \"parameters\": dictionary of its arguments}, with:\\n' }}"
+    "{% for tool in tools %}{{ (tool | tojson) + '\\n' }}{% endfor %}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
 _TINY_TRAINED = 512                  # tokens learned from the corpus; more are padding
 _TINY_MIN = 3 + 256                  # specials and bytes
 _TINY_MAX = _TINY_TRAINED + 256 * 256 - 256

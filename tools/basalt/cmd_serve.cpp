@@ -126,7 +126,8 @@ void serve_main(ServeOptions& o) {
 
   serve::Server server(*model, so);
   const int port = server.bind();
-  std::fprintf(stderr, "basalt serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  std::fprintf(stderr, "basalt serve: listening on http://%s:%d (tool calls: %s format%s)\n", so.host.c_str(), port,
+               serve::tool_format_name(so.tool_style.format), so.split_reasoning ? "; reasoning apart" : "");
   std::atomic<bool> serving{true};
   std::thread watcher([&] {
     int sig = 0;
