@@ -26,6 +26,7 @@
 #
 #   check_serve.py --basalt build/bin/basalt [--model MODEL.gguf]
 import argparse
+import contextlib
 import http.client
 import json
 import math
@@ -613,104 +614,100 @@ def test_template_vars(basalt):
           f"a reply that does not think: all content ({plain!r})")
 
 
-def test_hermes_tool_calls(basalt):
-    # A model whose template writes Hermes' <tool_call> tags (Qwen 2.5's and Qwen3's shape): the template lists
-    # the tools, the reply's calls come in the tags (streamed alike), results go back as role "tool".
+@contextlib.contextmanager
+def tiny_server(basalt, name, chat_template):
+    """basalt serve on a tiny q8_0 model with this chat template, and an OpenAI client for it."""
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(Path(tmp) / "hermes.gguf")
-        make_model.write_model(model, make_model.ModelConfig(wtype="q8_0", n_ctx=2048,
-                                                             chat_template=make_model.HERMES_CHAT_TEMPLATE))
+        model = str(Path(tmp) / f"{name}.gguf")
+        make_model.write_model(model, make_model.ModelConfig(wtype="q8_0", n_ctx=2048, chat_template=chat_template))
         srv = ServerProcess(basalt, model, ctx=2048)
         try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
-            tools = [WEATHER_TOOL, TIME_TOOL]
-            msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
-            check("tool calls: hermes format" in "".join(srv.lines), "hermes: the format found in the template (the log says so)")
-            bare = client.chat.completions.create(model="hermes", messages=msgs, max_tokens=1)
-            offered = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="none", max_tokens=1)
-            listed = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, max_tokens=1)
-            check(offered.usage.prompt_tokens == bare.usage.prompt_tokens < listed.usage.prompt_tokens - 50,
-                  f"hermes: the template lists the tools ({bare.usage.prompt_tokens} prompt tokens, "
-                  f"{listed.usage.prompt_tokens} with tools, {offered.usage.prompt_tokens} with tool_choice none)")
-            for temperature, seed in ((0, 0), (1.0, 1)):
-                r = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
-                                                   max_tokens=300, temperature=temperature, seed=seed)
-                calls = calls_of(r.choices[0].message)
-                check(isinstance(calls, list) and r.choices[0].finish_reason == "tool_calls",
-                      f"hermes, tool_choice required at temperature {temperature}: calls of the tools ({calls})")
-            greedy = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
-                                                    max_tokens=300, temperature=0)
-            streamed, text, finish = {}, "", None
-            for chunk in client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
-                                                        max_tokens=300, temperature=0, stream=True):
-                if not chunk.choices:
-                    continue
-                text += chunk.choices[0].delta.content or ""
-                for d in chunk.choices[0].delta.tool_calls or []:
-                    c = streamed.setdefault(d.index, {"name": "", "arguments": ""})
-                    c["name"] += (d.function.name or "") if d.function else ""
-                    c["arguments"] += (d.function.arguments or "") if d.function else ""
-                finish = chunk.choices[0].finish_reason or finish
-            want = [(c.function.name, c.function.arguments) for c in greedy.choices[0].message.tool_calls or []]
-            got = [(streamed[i]["name"], streamed[i]["arguments"]) for i in sorted(streamed)]
-            check(want and got == want and finish == "tool_calls" and text == (greedy.choices[0].message.content or ""),
-                  f"hermes: streamed, the same greedy calls and text ({got} / {want}; {text!r})")
-            auto = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, max_tokens=100, temperature=0.9,
-                                                  seed=4)
-            choice = auto.choices[0]
-            calls = calls_of(choice.message)
-            check(isinstance(calls, list) and choice.finish_reason == "tool_calls" or
-                  choice.finish_reason in ("stop", "length") and not choice.message.tool_calls
-                  and "<tool_call>" not in (choice.message.content or ""),
-                  f"hermes, tool_choice auto: text, then calls or none ({calls if choice.message.tool_calls else choice.message.content!r})")
-            c = greedy.choices[0].message.tool_calls[0] if greedy.choices[0].message.tool_calls else None
-            if c:
-                turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
-                            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}},
-                            {"id": "second", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},
-                        {"role": "tool", "tool_call_id": c.id, "content": "18 degrees and sunny"},
-                        {"role": "tool", "tool_call_id": "second", "content": "noon"}]
-                answer = client.chat.completions.create(model="hermes", messages=turn, tools=tools, max_tokens=8, temperature=0)
-                check(answer.usage.prompt_tokens > listed.usage.prompt_tokens + 30,
-                      f"hermes: earlier calls and their results go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
+            yield srv, openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
         finally:
             srv.proc.send_signal(signal.SIGTERM)
             srv.proc.wait(60)
+
+
+def test_hermes_tool_calls(basalt):
+    # A model whose template writes Hermes' <tool_call> tags (Qwen 2.5's and Qwen3's shape): the template lists
+    # the tools, the reply's calls come in the tags (streamed alike), results go back as role "tool".
+    with tiny_server(basalt, "hermes", make_model.HERMES_CHAT_TEMPLATE) as (srv, client):
+        tools = [WEATHER_TOOL, TIME_TOOL]
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        check("tool calls: hermes format" in "".join(srv.lines), "hermes: the format found in the template (the log says so)")
+        bare = client.chat.completions.create(model="hermes", messages=msgs, max_tokens=1)
+        offered = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="none", max_tokens=1)
+        listed = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, max_tokens=1)
+        check(offered.usage.prompt_tokens == bare.usage.prompt_tokens < listed.usage.prompt_tokens - 50,
+              f"hermes: the template lists the tools ({bare.usage.prompt_tokens} prompt tokens, "
+              f"{listed.usage.prompt_tokens} with tools, {offered.usage.prompt_tokens} with tool_choice none)")
+        for temperature, seed in ((0, 0), (1.0, 1)):
+            r = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
+                                               max_tokens=300, temperature=temperature, seed=seed)
+            calls = calls_of(r.choices[0].message)
+            check(isinstance(calls, list) and r.choices[0].finish_reason == "tool_calls",
+                  f"hermes, tool_choice required at temperature {temperature}: calls of the tools ({calls})")
+        greedy = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
+                                                max_tokens=300, temperature=0)
+        streamed, text, finish = {}, "", None
+        for chunk in client.chat.completions.create(model="hermes", messages=msgs, tools=tools, tool_choice="required",
+                                                    max_tokens=300, temperature=0, stream=True):
+            if not chunk.choices:
+                continue
+            text += chunk.choices[0].delta.content or ""
+            for d in chunk.choices[0].delta.tool_calls or []:
+                c = streamed.setdefault(d.index, {"name": "", "arguments": ""})
+                c["name"] += (d.function.name or "") if d.function else ""
+                c["arguments"] += (d.function.arguments or "") if d.function else ""
+            finish = chunk.choices[0].finish_reason or finish
+        want = [(c.function.name, c.function.arguments) for c in greedy.choices[0].message.tool_calls or []]
+        got = [(streamed[i]["name"], streamed[i]["arguments"]) for i in sorted(streamed)]
+        check(want and got == want and finish == "tool_calls" and text == (greedy.choices[0].message.content or ""),
+              f"hermes: streamed, the same greedy calls and text ({got} / {want}; {text!r})")
+        auto = client.chat.completions.create(model="hermes", messages=msgs, tools=tools, max_tokens=100, temperature=0.9,
+                                              seed=4)
+        choice = auto.choices[0]
+        calls = calls_of(choice.message)
+        check(isinstance(calls, list) and choice.finish_reason == "tool_calls" or
+              choice.finish_reason in ("stop", "length") and not choice.message.tool_calls
+              and "<tool_call>" not in (choice.message.content or ""),
+              f"hermes, tool_choice auto: text, then calls or none ({calls if choice.message.tool_calls else choice.message.content!r})")
+        c = greedy.choices[0].message.tool_calls[0] if greedy.choices[0].message.tool_calls else None
+        if c:
+            turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}},
+                        {"id": "second", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": c.id, "content": "18 degrees and sunny"},
+                    {"role": "tool", "tool_call_id": "second", "content": "noon"}]
+            answer = client.chat.completions.create(model="hermes", messages=turn, tools=tools, max_tokens=8, temperature=0)
+            check(answer.usage.prompt_tokens > listed.usage.prompt_tokens + 30,
+                  f"hermes: earlier calls and their results go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
 
 
 def test_llama3_tool_calls(basalt):
     # A model whose template asks for Llama 3's {"name": ..., "parameters": ...}: the template lists the tools,
     # a call comes back as OpenAI's tool_calls, its result goes back as the template's ipython turn.
-    with tempfile.TemporaryDirectory() as tmp:
-        model = str(Path(tmp) / "llama3.gguf")
-        make_model.write_model(model, make_model.ModelConfig(wtype="q8_0", n_ctx=2048,
-                                                             chat_template=make_model.LLAMA3_TOOLS_CHAT_TEMPLATE))
-        srv = ServerProcess(basalt, model, ctx=2048)
-        try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=KEY)
-            tools = [WEATHER_TOOL, TIME_TOOL]
-            msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
-            check("tool calls: llama3 format" in "".join(srv.lines), "llama3: the format found in the template (the log says so)")
-            bare = client.chat.completions.create(model="llama3", messages=msgs, max_tokens=1)
-            r = client.chat.completions.create(model="llama3", messages=msgs, tools=tools, tool_choice="required",
-                                               max_tokens=300, temperature=0)
-            calls = calls_of(r.choices[0].message)
-            check(isinstance(calls, list) and len(calls) == 1 and r.choices[0].finish_reason == "tool_calls"
-                  and r.usage.prompt_tokens > bare.usage.prompt_tokens + 50,
-                  f"llama3: the template lists the tools ({bare.usage.prompt_tokens} -> {r.usage.prompt_tokens} prompt "
-                  f"tokens), one call of them comes back ({calls})")
-            c = r.choices[0].message.tool_calls[0] if r.choices[0].message.tool_calls else None
-            if c:
-                turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
-                            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
-                        {"role": "tool", "tool_call_id": c.id, "content": "18 degrees and sunny"}]
-                answer = client.chat.completions.create(model="llama3", messages=turn, tools=tools, tool_choice="none",
-                                                        max_tokens=8, temperature=0)
-                check(answer.usage.prompt_tokens > bare.usage.prompt_tokens + 20 and not answer.choices[0].message.tool_calls,
-                      f"llama3: the call and its result go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
-        finally:
-            srv.proc.send_signal(signal.SIGTERM)
-            srv.proc.wait(60)
+    with tiny_server(basalt, "llama3", make_model.LLAMA3_TOOLS_CHAT_TEMPLATE) as (srv, client):
+        tools = [WEATHER_TOOL, TIME_TOOL]
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        check("tool calls: llama3 format" in "".join(srv.lines), "llama3: the format found in the template (the log says so)")
+        bare = client.chat.completions.create(model="llama3", messages=msgs, max_tokens=1)
+        r = client.chat.completions.create(model="llama3", messages=msgs, tools=tools, tool_choice="required",
+                                           max_tokens=300, temperature=0)
+        calls = calls_of(r.choices[0].message)
+        check(isinstance(calls, list) and len(calls) == 1 and r.choices[0].finish_reason == "tool_calls"
+              and r.usage.prompt_tokens > bare.usage.prompt_tokens + 50,
+              f"llama3: the template lists the tools ({bare.usage.prompt_tokens} -> {r.usage.prompt_tokens} prompt "
+              f"tokens), one call of them comes back ({calls})")
+        c = r.choices[0].message.tool_calls[0] if r.choices[0].message.tool_calls else None
+        if c:
+            turn = [*msgs, {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}]},
+                    {"role": "tool", "tool_call_id": c.id, "content": "18 degrees and sunny"}]
+            answer = client.chat.completions.create(model="llama3", messages=turn, tools=tools, tool_choice="none",
+                                                    max_tokens=8, temperature=0)
+            check(answer.usage.prompt_tokens > bare.usage.prompt_tokens + 20 and not answer.choices[0].message.tool_calls,
+                  f"llama3: the call and its result go into the prompt ({answer.usage.prompt_tokens} prompt tokens)")
 
 
 def completion(srv, max_tokens, prompt="Count to three:"):

@@ -501,28 +501,36 @@ TEST(ToolCalls, ResponsesHaveOpenAisShape) {
   EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
 }
 
-// Random logits under the grammar, on a vocabulary of bytes and JSON-ish
-// pieces: every reply is a call of a tool with arguments of its schema, or text.
-TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
-  const Tokenizer tok = test::byte_vocab({"{\"", "\":", "\",", "\u2581\"", "name", "arguments", "get_weather", "get_time",
-                                          "location", "unit", "celsius", "{}", "}}", "Paris", "It", "\u2581is"});
-  GenerateOptions opt = with_tools().options;
+// 60 replies drawn from random logits under opt's grammar, those cut short
+// by max_tokens left out; half of them pushed toward token `push` at step `at`.
+std::vector<std::string> random_replies(const Tokenizer& tok, GenerateOptions opt, int32_t push, int at, uint32_t rng_seed) {
   opt.max_tokens = 400;
   opt.sampling = test::untruncated_sampling();
-  std::mt19937 rng(5);
+  std::mt19937 rng(rng_seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
-  int n_calls = 0, n_text = 0;
+  std::vector<std::string> replies;
   for (uint64_t seed = 0; seed < 60; ++seed) {
     opt.sampling.seed = seed;
     std::string out;
     Generation gen(tok, opt, {1}, tok.n_vocab(), [&](std::string_view s) { return out += s, true; });
     for (int i = 0; !gen.done(); ++i) {
       for (float& l : logits) l = normal(rng);
-      if (i == 0) logits[3 + '{'] += 12.0f * (seed % 2);  // half the replies pushed toward a call
+      if (i == at) logits[static_cast<size_t>(push)] += 12.0f * (seed % 2);
       gen.step(logits.data(), 1000);
     }
-    if (gen.stats().stop_reason == "length") continue;
+    if (gen.stats().stop_reason != "length") replies.push_back(out);
+  }
+  return replies;
+}
+
+// Random logits under the grammar, on a vocabulary of bytes and JSON-ish
+// pieces: every reply is a call of a tool with arguments of its schema, or text.
+TEST(ToolCalls, GenerationFromRandomLogitsIsACallOrText) {
+  const Tokenizer tok = test::byte_vocab({"{\"", "\":", "\",", "\u2581\"", "name", "arguments", "get_weather", "get_time",
+                                          "location", "unit", "celsius", "{}", "}}", "Paris", "It", "\u2581is"});
+  int n_calls = 0, n_text = 0;
+  for (const std::string& out : random_replies(tok, with_tools().options, 3 + '{', 0, 5)) {
     const std::vector<ToolCall> calls = read_tool_calls(out, "c").calls;
     ToolCallHold hold(ToolFormat::json);
     if (!hold.feed(out).empty()) {  // text
@@ -554,28 +562,13 @@ TEST(ToolCalls, HermesGenerationFromRandomLogitsIsTextThenCalls) {
   const Tokenizer tok = test::byte_vocab({"<tool_call>", "</tool_call>", "<think>", "</think>", "{\"", "\":", "\",", "\u2581\"",
                                           "name", "arguments", "get_weather", "get_time", "location", "{}", "}}", "Paris", "It"});
   const std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}], "tools": [)") + kWeather + ", " + kTime + "]}";
-  GenerateOptions opt = parse_hermes(body, hermes_style(true, true, true)).options;
-  opt.max_tokens = 400;
-  opt.sampling = test::untruncated_sampling();
   const int32_t tag = tok.find("<tool_call>");
   ASSERT_GE(tag, 0);
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
   int n_calls = 0, n_text = 0;
-  for (uint64_t seed = 0; seed < 60; ++seed) {
-    opt.sampling.seed = seed;
-    std::string out;
-    Generation gen(tok, opt, {1}, tok.n_vocab(), [&](std::string_view s) { return out += s, true; });
-    for (int i = 0; !gen.done(); ++i) {
-      for (float& l : logits) l = normal(rng);
-      if (i == 3) logits[static_cast<size_t>(tag)] += 12.0f * (seed % 2);  // half the replies pushed toward a call
-      gen.step(logits.data(), 1000);
-    }
-    if (gen.stats().stop_reason == "length") continue;
+  for (const std::string& out : random_replies(tok, parse_hermes(body, hermes_style(true, true, true)).options, tag, 3, 9)) {
     const ToolReply reply = read_tool_calls(out, "c", ToolFormat::hermes);
     if (reply.calls.empty()) {
-      EXPECT_EQ(out.find("<tool_call>"), std::string::npos) << gen.stats().stop_reason << ": " << out;
+      EXPECT_EQ(out.find("<tool_call>"), std::string::npos) << out;
       ++n_text;
       continue;
     }
