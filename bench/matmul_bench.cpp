@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // y = x W^T for every weight format x ISA x the real matrix shapes of a 1.1B
 // (TinyLlama), a 7B (Llama 2) and the default 135M (SmolLM2) model x tokens:
-// 1 (decode: GB/s of weights streamed), 4-16 (a server's batch of decodes)
+// 1 (decode: GB/s of weights streamed), 2-16 (a server's batch of decodes;
+// 2 is the last count the decode kernels take, the count an MoE's expert often gets)
 // and 64-512 (prefill: GOP/s = 2 * rows * cols * tokens / s).
 // %bw and %op compare with this machine's read bandwidth and with the int8
 // (quantized formats) or fp32 FMA (f32, f16, bf16) peak, measured at startup
@@ -57,7 +58,7 @@ const Shape kShapes[] = {
     {"qwen3moe.ffn_up", 768, 2048}, {"qwen3moe.ffn_down", 2048, 768},  // Qwen3-30B-A3B's experts (~32 tokens each at pp512)
     {"qwen3moe.router", 128, 2048},  // and its router (f32 in GGUF files)
 };
-const int64_t kTokens[] = {1, 4, 8, 16, 32, 64, 128, 512};  // 16-128: a server's batches
+const int64_t kTokens[] = {1, 2, 4, 8, 16, 32, 64, 128, 512};  // 16-128: a server's batches
 const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::amx};
 
 double env_double(const char* name, double fallback) {
