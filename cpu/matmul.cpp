@@ -34,8 +34,8 @@ void prepare_activations(const MatmulArgs& a, MatmulKernel k) {
 #if defined(BASALT_X86)
   if (!a.xq || a.w->format != WeightFormat::qa) return;
   int tokens = 0;
-  if (k == kernels::matmul_qa_avx2(*a.w)) tokens = kernels::qa_avx2_pass_tokens(a.n_tok);
-  if (k == kernels::matmul_qa_avxvnni(*a.w)) tokens = kernels::qa_avxvnni_pass_tokens(a.n_tok);
+  if (k == kernels::matmul_qa_avx2(*a.w)) tokens = kernels::qa_avx2_pass_tokens(*a.w, a.n_tok);
+  if (k == kernels::matmul_qa_avxvnni(*a.w)) tokens = kernels::qa_avxvnni_pass_tokens(*a.w, a.n_tok);
   if (tokens) a.xq->make_passes(tokens, a.n_tok);
 #else
   (void)a, (void)k;

@@ -49,9 +49,9 @@ void matmul_ref(const MatmulArgs& a);  // cpu/ref: the definition every variant 
 MatmulKernel matmul_avx2(const Weight& w);    // nullptr where no AVX2 kernel exists for w
 MatmulKernel matmul_avx512(const Weight& w);
 MatmulKernel matmul_qa_avx2(const Weight& w);
-int qa_avx2_pass_tokens(int64_t n_tok);  // the passes matmul_qa_avx2 reads for n_tok tokens; 0: rows
+int qa_avx2_pass_tokens(const Weight& w, int64_t n_tok);  // the passes matmul_qa_avx2 reads for n_tok tokens; 0: rows
 MatmulKernel matmul_qa_avxvnni(const Weight& w);  // AVX2 + AVX-VNNI
-int qa_avxvnni_pass_tokens(int64_t n_tok);  // likewise for matmul_qa_avxvnni
+int qa_avxvnni_pass_tokens(const Weight& w, int64_t n_tok);  // likewise for matmul_qa_avxvnni
 MatmulKernel matmul_qa_avx512(const Weight& w);
 MatmulKernel matmul_qa_amx(const Weight& w);  // from amx_min_tokens(w) tokens on AMX tiles; fewer: matmul_qa_avx512
 // The tokens from which AMX tiles beat the AVX-512 VNNI kernel on w's format

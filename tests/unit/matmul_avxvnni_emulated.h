@@ -10,5 +10,5 @@
 
 namespace basalt::kernels {
 MatmulKernel matmul_qa_avxvnni_emulated(const Weight& w);
-int qa_avxvnni_emulated_pass_tokens(int64_t n_tok);
+int qa_avxvnni_emulated_pass_tokens(const Weight& w, int64_t n_tok);
 }  // namespace basalt::kernels

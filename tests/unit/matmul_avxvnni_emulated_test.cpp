@@ -31,7 +31,7 @@ using testutil::kFormats;
 void run_emulated(const MatmulArgs& a) {
   const MatmulKernel k = kernels::matmul_qa_avxvnni_emulated(*a.w);
   ASSERT_NE(k, nullptr) << a.w->name;
-  if (const int tokens = kernels::qa_avxvnni_emulated_pass_tokens(a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
+  if (const int tokens = kernels::qa_avxvnni_emulated_pass_tokens(*a.w, a.n_tok)) a.xq->make_passes(tokens, a.n_tok);
   k(a);
 }
 
