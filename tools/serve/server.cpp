@@ -447,12 +447,12 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     size_t logprobs = 0;            // of the choice's logprobs, those taken
     size_t offset = 0;              // completions' text_offset
     std::vector<TokenLogprob> unsent;
-    std::optional<ToolCallHold> calls;  // what may be a tool call is sent at the reply's end, as calls or as text
+    std::optional<ToolCallHold> hold;  // what may be a tool call is sent at the reply's end, as calls or as text
     std::optional<ReasoningSplitter> reasoning;  // where the reply's reasoning goes apart
   };
   std::vector<Sent> sent(n_choices);
   for (Sent& s : sent) {
-    if (r.tools.active()) s.calls.emplace(r.tools.style.format);
+    if (r.tools.active()) s.hold.emplace(r.tools.style.format);
     if (reasoning_apart) s.reasoning.emplace(starts_inside);
   }
   res.set_header("Cache-Control", "no-cache");
@@ -503,7 +503,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
         auto send_parts = [&](Sent& s, size_t i, const ReplyParts& parts) {
           for (const bool thought : {true, false}) {
             const std::string& text = thought ? parts.reasoning : parts.content;
-            if (text.empty() && (thought || s.reasoning || s.calls)) continue;
+            if (text.empty() && (thought || s.reasoning || s.hold)) continue;
             const json chunk = thought ? reasoning_chunk_json(r, rid, created, opt_.model_name, text, s.first, take_logprobs(s), i)
                                        : chunk_json(r, rid, created, opt_.model_name, text, nullptr, s.first, take_logprobs(s), i);
             if (!send(chunk)) return false;
@@ -513,7 +513,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
         };
         // A piece of the reply through the reasoning's split, then the tool calls' hold.
         auto pass = [&](Sent& s, ReplyParts parts) {
-          if (s.calls) parts.content = s.calls->feed(parts.content);
+          if (s.hold) parts.content = s.hold->feed(parts.content);
           return parts;
         };
         for (size_t i = 0; i < n; ++i) {
@@ -528,8 +528,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
           if (!done[i] || s.finished) continue;
           if (s.reasoning) send_parts(s, i, pass(s, s.reasoning->finish()));
           std::vector<ToolCall> calls;
-          if (s.calls && !s.calls->held().empty()) {
-            ToolReply reply = read_tool_calls(s.calls->held(), tool_call_id_prefix(ch->choices[i].id), r.tools.style.format);
+          if (s.hold && !s.hold->held().empty()) {
+            ToolReply reply = read_tool_calls(s.hold->held(), tool_call_id_prefix(ch->choices[i].id), r.tools.style.format);
             calls = std::move(reply.calls);
             if (!reply.content.empty())
               send(chunk_json(r, rid, created, opt_.model_name, reply.content, nullptr, s.first, take_logprobs(s), i));
