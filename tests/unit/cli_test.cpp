@@ -37,7 +37,7 @@ TEST(Cli, InfoDescribesTheModel) {
   Result r = basalt_cmd("info " + test::smollm2_path());
   ASSERT_EQ(r.rc, 0) << r.out;
   for (const char* s : {"architecture    llama", "layers          30", "Q4_1", "qa4/f16_affine", "vocabulary      49152", "KV cache",
-                        "with --kv-type q8"})
+                        "with --kv-type q8", "chat template   its own; tool calls in json format\n"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 

@@ -8,6 +8,7 @@
 #include "gpu/device.h"
 #endif
 #include "tools/basalt/common.h"
+#include "tools/serve/tool_calls.h"
 
 namespace basalt::cli {
 
@@ -73,6 +74,13 @@ void info(const ModelOptions& o) {
   std::printf("engine formats  ");
   for (auto& [name, count] : engine_formats) std::printf("%s x%d  ", name.c_str(), count);
   std::printf("\n");
+  // What `basalt serve` makes of the chat template (tools/serve/tool_calls.h).
+  const serve::ToolStyle chat = serve::tool_style_of(m->chat_template());
+  if (m->chat_template().empty())
+    std::printf("chat template   none (ChatML, or Gemma's turns where the vocabulary has them)\n");
+  else
+    std::printf("chat template   its own; tool calls in %s format%s\n", serve::tool_format_name(chat.format),
+                chat.thinks ? "; thinks first (<think>)" : "");
   const size_t weights = m->weight_bytes();
   const size_t kv = KvCache::bytes(s, n_ctx, KvType::f16, o.ubatch);
   const size_t kv8 = KvCache::bytes(s, n_ctx, KvType::q8, o.ubatch);
