@@ -91,9 +91,8 @@ void serve_main(ServeOptions& o) {
   auto model = load_model(o.model);
   const std::string path = o.model.model.empty() ? default_model_path() : o.model.model;
   so.template_vars = parse_template_vars(o.template_vars, "--chat-template-kwargs");
-  so.split_reasoning = o.reasoning_format == "deepseek" ||
-                       (o.reasoning_format == "auto" && model->chat_template().find("<think>") != std::string::npos);
   so.tool_style = serve::tool_style_of(model->chat_template());
+  so.split_reasoning = o.reasoning_format == "deepseek" || (o.reasoning_format == "auto" && so.tool_style.thinks);
   if (o.tool_format != "auto")
     so.tool_style.format = o.tool_format == "hermes"   ? serve::ToolFormat::hermes
                            : o.tool_format == "llama3" ? serve::ToolFormat::llama3

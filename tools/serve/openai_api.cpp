@@ -130,6 +130,8 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       throw bad_request("more than " + std::to_string(limits.max_messages) + " messages", "messages");
     std::map<std::string, std::string> called;  // earlier tool calls' ids -> their functions
     bool after_result = false;                  // the last message is a tool's result
+    // A tool's result: the template's own "tool" turn where it has one (Qwen's, Hermes', Llama's), else the user's.
+    const bool own_turn = tool_style.format != ToolFormat::json && tool_style.template_has_tool_role;
     for (size_t i = 0; i < msgs->size(); ++i) {
       const json& m = (*msgs)[i];
       const std::string at = "messages[" + std::to_string(i) + "]";
@@ -157,8 +159,6 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       if (calls)  // written as the model would have written them (tools/serve/tool_calls.h)
         text = with_tool_calls(text, tool_calls_text(*calls, at + ".tool_calls", tool_style.format), tool_style.format);
       const bool result = rl == "tool" || rl == "function";
-      // A tool's result: the template's own "tool" turn where it has one (Qwen's, Hermes'), else the user's.
-      const bool own_turn = tool_style.format != ToolFormat::json && tool_style.template_has_tool_role;
       if (result) {
         std::string name;
         if (rl == "tool") {

@@ -74,11 +74,13 @@ std::string python_json(const ordered_json& j) {
   return j.dump();
 }
 
-Grammar::Sequence blanks(Grammar& g, int64_t max) {
+ByteSet blank_bytes() {
   ByteSet blank;
   for (char c : {' ', '\t', '\n', '\r'}) blank.set(static_cast<uint8_t>(c));
-  return g.repeat({g.bytes(blank)}, 0, max);
+  return blank;
 }
+
+Grammar::Sequence blanks(Grammar& g, int64_t max) { return g.repeat({g.bytes(blank_bytes())}, 0, max); }
 
 Grammar::Sequence operator+(Grammar::Sequence a, const Grammar::Sequence& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -255,13 +257,10 @@ std::shared_ptr<const Grammar> tools_grammar(const ToolRequest& t) {
   }
 
   // A few blanks before the call; under "auto", text instead that cannot be taken for one.
-  ByteSet blank, text;
-  for (char c : {' ', '\t', '\n', '\r'}) blank.set(static_cast<uint8_t>(c));
-  text.set();
-  text &= ~blank;
+  ByteSet text = ~blank_bytes();
   text.reset('{');
   text.reset('[');
-  Grammar::Sequence call = g.repeat({g.bytes(blank)}, 0, 4);
+  Grammar::Sequence call = blanks(g, 4);
   call.push_back(Grammar::ref(g.root()));
   const int32_t reply = g.new_rule();
   g.add_alternative(reply, call);
