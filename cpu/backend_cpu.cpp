@@ -86,7 +86,7 @@ class CpuBackend final : public Backend {
       case Op::rope: {
         const ModelSpec& s = *ctx.spec;
         if (out != in0) std::memcpy(out, in0, sizeof(float) * rows * w_out);
-        const RopeParams p = rope_params(n, s, w_out);
+        const RopeParams p = rope_params(n, s, w_out, ctx.kv->n_ctx());
         if (rows != ctx.batch->size())  // row t is token t: its tables' cos at t, sin at batch size + t
           throw Error("internal: a rope node over " + std::to_string(rows) + " rows in a batch of " +
                       std::to_string(ctx.batch->size()));

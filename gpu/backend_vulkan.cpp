@@ -327,7 +327,7 @@ class VulkanBackend final : public Backend {
       }
       case Op::rope: {
         const gpu::Buffer& x = input(n.in[0], ctx);
-        const RopeParams p = rope_params(n, spec_, width);
+        const RopeParams p = rope_params(n, spec_, width, ctx.kv->n_ctx());
         gpu::rope(*dev_, s, x, 0, batch_tables(ctx, p), rows, p);
         written(n.out);
         break;

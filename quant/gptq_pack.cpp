@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "quant/gptq_pack.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "quant/convert_gptq.h"
 
@@ -60,6 +62,36 @@ GptqPacked gptq_reorder_outputs(const GptqPacked& p, const std::vector<int32_t>&
       r.scales[static_cast<size_t>(g * p.n_out + o)] = p.scales[static_cast<size_t>(g * p.n_out + rows[o])];
       put(r.qzeros, g * p.n_out + o, p.bits, get(p.qzeros, g * p.n_out + rows[o], p.bits));
     }
+  return r;
+}
+
+GptqPacked gptq_concat_outputs(const std::vector<const GptqPacked*>& parts) {
+  if (parts.empty()) throw Error("internal: no layers to concatenate");
+  const GptqPacked& first = *parts[0];
+  GptqPacked r = first;
+  r.n_out = 0;
+  for (const GptqPacked* p : parts) {
+    if (p->bits != first.bits || p->v2 != first.v2 || p->n_in != first.n_in || p->n_groups != first.n_groups ||
+        p->group_size != first.group_size || p->g_idx != first.g_idx)
+      throw Error("GPTQ: layers stored as one tensor must share bits, groups and input order");
+    r.n_out += p->n_out;
+  }
+  const int per = 32 / first.bits;
+  const int64_t words = first.n_in / per;
+  r.qweight.assign(static_cast<size_t>(words * r.n_out), 0);
+  r.qzeros.assign(static_cast<size_t>(first.n_groups * r.n_out / per), 0);
+  r.scales.assign(static_cast<size_t>(first.n_groups * r.n_out), 0);
+  int64_t at = 0;  // the part's first output
+  for (const GptqPacked* p : parts) {
+    auto copy = [](const auto& src, auto& dst, int64_t rows, int64_t src_cols, int64_t dst_cols, int64_t dst_at) {
+      for (int64_t i = 0; i < rows; ++i)
+        std::copy_n(src.begin() + i * src_cols, src_cols, dst.begin() + i * dst_cols + dst_at);
+    };
+    copy(p->qweight, r.qweight, words, p->n_out, r.n_out, at);
+    copy(p->scales, r.scales, first.n_groups, p->n_out, r.n_out, at);
+    copy(p->qzeros, r.qzeros, first.n_groups, p->n_out / per, r.n_out / per, at / per);
+    at += p->n_out;
+  }
   return r;
 }
 

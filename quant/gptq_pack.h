@@ -35,6 +35,11 @@ GptqPacked gptq_pack(const GptqLayer& l, const GptqOptions& opt, bool v2);
 // rows[r] of p (HF's rotate-half order for Q and K of GGUF llama files).
 GptqPacked gptq_reorder_outputs(const GptqPacked& p, const std::vector<int32_t>& rows);
 
+// Layers of one input side by side, as one layer: the outputs of parts[0],
+// then of parts[1], ... (Phi-3's qkv_proj, gate_up_proj). Error unless they
+// share bits, groups and input order.
+GptqPacked gptq_concat_outputs(const std::vector<const GptqPacked*>& parts);
+
 // The engine weight (quant/convert_gptq.h), bit for bit what a loader of the
 // written checkpoint gets.
 Weight gptq_packed_weight(const GptqPacked& p, const std::string& name);

@@ -13,6 +13,8 @@
 #       unquantized: the dense kernels, as HF folders and F16 GGUFs run them
 #   qwen3moe-a3b-2l-q4_k_m.gguf  2 of Qwen3-30B-A3B's 48 blocks: n_embd 2048,
 #       32 heads / 4 KV of 128 dims, 128 experts of width 768, top 8; vocab 32000
+#   phi35-mini-4l-q4_k_m.gguf  4 of Phi-3.5-mini's 32 blocks: n_embd 3072, 32 heads
+#       (no GQA), n_ff 8192, Q/K/V and gate/up fused, LongRoPE; vocab 32064
 #
 # Existing files are kept (FORCE=1 remakes them). About a minute per 1.1B
 # model on one core, ~2 GB of memory; 5 GB of disk in all.
@@ -27,6 +29,8 @@ TINYLLAMA=(--arch llama --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n
 DENSE=(--arch llama --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 2816
        --vocab tiny --vocab-size 32000 --n-ctx 8192)
 MOE=("${DENSE[@]}" --experts 8 --experts-used 2)
+PHI35=(--arch phi3 --n-embd 3072 --n-layer 4 --n-head 32 --n-head-kv 32 --n-ff 8192 --longrope 4096
+       --vocab tiny --vocab-size 32064 --n-ctx 131072)
 QWEN3MOE=(--arch qwen3moe --n-embd 2048 --n-layer 2 --n-head 32 --n-head-kv 4 --head-dim 128 --n-ff 768
           --experts 128 --experts-used 8 --rope-theta 1000000 --vocab tiny --vocab-size 32000 --n-ctx 8192)
 
@@ -71,3 +75,4 @@ write moe-8x-q4_0           "${MOE[@]}" --type q4_0
 write dense-f16             "${DENSE[@]}" --type f16
 write dense-bf16            "${DENSE[@]}" --type bf16
 write qwen3moe-a3b-2l-q4_k_m "${QWEN3MOE[@]}" --type mix-q4_k_m
+write phi35-mini-4l-q4_k_m  "${PHI35[@]}" --type mix-q4_k_m

@@ -24,15 +24,17 @@ struct RopeParams {
 };
 
 // The frequencies of base theta, positions scaled by freq_scale, with the
-// spec's YaRN and per-pair factors when `scaled` (core/graph/rope.cpp).
-RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled);
+// spec's YaRN and per-pair factors when `scaled` (core/graph/rope.cpp); a
+// LongRoPE model's factors are those of a context of n_ctx positions.
+RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled, int64_t n_ctx);
 
-// A rope node's parameters over rows of width values: its layer's base and
-// scale. Only the layers with the model's own base take its long-context
-// scaling (llama.cpp's choice too: Gemma 3's local layers keep theirs).
-inline RopeParams rope_params(const Node& n, const ModelSpec& s, int64_t width) {
+// A rope node's parameters over rows of width values in a context of n_ctx
+// positions: its layer's base and scale. Only the layers with the model's own
+// base take its long-context scaling (llama.cpp's choice too: Gemma 3's local
+// layers keep theirs).
+inline RopeParams rope_params(const Node& n, const ModelSpec& s, int64_t width, int64_t n_ctx) {
   if (!(n.rope_theta > 0)) throw Error("internal: a rope node without its base");
-  return make_rope(width / s.head_dim, s, n.rope_theta, n.rope_freq_scale, n.rope_theta == s.rope_theta);
+  return make_rope(width / s.head_dim, s, n.rope_theta, n.rope_freq_scale, n.rope_theta == s.rope_theta, n_ctx);
 }
 
 // cos and sin of each pair's angle at position pos, times mscale.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// RoPE frequencies: plain, linear, per-pair factors (Llama 3) and YaRN.
+// RoPE frequencies: plain, linear, per-pair factors (Llama 3, LongRoPE) and YaRN.
 // YaRN (arXiv 2309.00071), as HF transformers' _compute_yarn_parameters and
 // ggml's rope_yarn define it: a pair that turns fewer than beta_slow times
 // in the original context is interpolated (its frequency x freq_scale), one
@@ -22,14 +22,16 @@ double yarn_pair(double rope_dim, double ctx, double turns, double base) {
 
 }  // namespace
 
-RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled) {
+RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq_scale, bool scaled, int64_t n_ctx) {
   RopeParams p{n_head, s.head_dim, s.rope_dim, theta, freq_scale, s.rope_style, {}, 1.0f};
   const int64_t half = s.rope_dim / 2;
-  const bool factors = scaled && !s.rope_freq_factors.empty();
-  if (factors && static_cast<int64_t>(s.rope_freq_factors.size()) != half)
-    throw Error("internal: " + std::to_string(s.rope_freq_factors.size()) + " RoPE frequency factors for " +
+  const std::vector<float>& pair_factors = s.rope_factors_for(n_ctx);
+  const bool factors = scaled && !pair_factors.empty();
+  if (factors && static_cast<int64_t>(pair_factors.size()) != half)
+    throw Error("internal: " + std::to_string(pair_factors.size()) + " RoPE frequency factors for " +
                 std::to_string(half) + " pairs");
   const bool yarn = scaled && s.yarn_orig_ctx > 0;
+  if (scaled) p.mscale = s.rope_attn_factor;  // LongRoPE's attention factor (1 for most models)
   double low = 0, high = 0;
   if (yarn) {  // the ramp's ends, whole pairs as HF and ggml round them
     const auto ctx = static_cast<double>(s.yarn_orig_ctx), dim = static_cast<double>(s.rope_dim);
@@ -44,7 +46,7 @@ RopeParams make_rope(int64_t n_head, const ModelSpec& s, float theta, float freq
   double unscaled = 1;
   for (int64_t i = 0; i < half; ++i, unscaled *= step) {
     double f = unscaled;
-    if (factors) f /= s.rope_freq_factors[static_cast<size_t>(i)];
+    if (factors) f /= pair_factors[static_cast<size_t>(i)];
     double scale = freq_scale;
     if (yarn) {  // keep = 1 below `low` (fast pairs), 0 past `high` (slow pairs)
       const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);

@@ -120,20 +120,48 @@ void read_sliding_window(const json& j, const HfConfig& c, const std::string& wh
   throw Error(where + ": this pattern of sliding-window layers is not supported (all of them, or all but every Nth)");
 }
 
-// config.json's rope_scaling (at: where it is, for messages): linear, yarn or
-// llama3 (and "default": none).
-void read_rope_scaling(const json& r, const std::string& at, ModelSpec& s) {
+// LongRoPE's short_factor or long_factor list: one positive factor per pair.
+std::vector<float> longrope_factors(const json& r, const char* key, const std::string& at, const ModelSpec& s) {
+  const json* list = r.contains(key) ? &r[key] : nullptr;
+  const auto pairs = static_cast<size_t>(s.rope_dim / 2);
+  if (!list || !list->is_array() || list->size() != pairs)
+    throw Error(at + ": " + key + " must be a list of " + std::to_string(pairs) + " numbers (one per rotated pair)");
+  std::vector<float> out;
+  for (const json& x : *list) {
+    if (!x.is_number() || !(x.get<double>() > 0)) throw Error(at + ": " + key + " holds " + x.dump() + ", not a positive number");
+    out.push_back(x.get<float>());
+  }
+  return out;
+}
+
+// config.json's rope_scaling (at: where it is, for messages): linear, yarn,
+// llama3 or longrope (and "default": none). original: the config's own
+// original_max_position_embeddings (Phi-3 keeps it beside rope_scaling).
+void read_rope_scaling(const json& r, const std::string& at, int64_t original_ctx, ModelSpec& s) {
   if (!r.is_object()) throw Error(at + " must be an object");
   const HfConfig c(r, at);
   const json& type = r.contains("rope_type") ? r["rope_type"] : (r.contains("type") ? r["type"] : json());
   const std::string t = type.is_string() ? type.get<std::string>() : "";
   if (t == "default") return;
-  if (t != "linear" && t != "yarn" && t != "llama3")
-    throw Error(at + ": type " + type.dump() + " is not supported (supported: linear, yarn, llama3)");
+  if (t != "linear" && t != "yarn" && t != "llama3" && t != "longrope" && t != "su")
+    throw Error(at + ": type " + type.dump() + " is not supported (supported: linear, yarn, llama3, longrope)");
+  const auto original = static_cast<double>(c.get_int("original_max_position_embeddings", original_ctx));
+  if (!(original > 0)) throw Error(at + ": original_max_position_embeddings must be positive");
+  if (t == "longrope" || t == "su") {  // "su": its name in Phi-3's first configs
+    // transformers' _compute_longrope_parameters: the attention factor from
+    // how far the context reaches past the original, unless the config names one.
+    s.rope_freq_factors = longrope_factors(r, "short_factor", at, s);
+    s.rope_long_factors = longrope_factors(r, "long_factor", at, s);
+    s.rope_long_context = static_cast<int64_t>(original);
+    const double reach = original < static_cast<double>(s.n_ctx_train) ? static_cast<double>(s.n_ctx_train) / original
+                                                                       : c.get_float("factor", 1.0);
+    const double attention = c.get_float("attention_factor", reach > 1 ? std::sqrt(1 + std::log(reach) / std::log(original)) : 1.0);
+    if (!(attention > 0)) throw Error(at + ": attention_factor must be positive");
+    s.rope_attn_factor = static_cast<float>(attention);
+    return;
+  }
   const double factor = c.get_float("factor", 0);
   if (!(factor > 0)) throw Error(at + ": factor must be a positive number");
-  const auto original = static_cast<double>(c.get_int("original_max_position_embeddings", s.n_ctx_train));
-  if (!(original > 0)) throw Error(at + ": original_max_position_embeddings must be positive");
   if (t == "linear") {
     s.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (t == "yarn") {
@@ -154,18 +182,26 @@ void read_rope_scaling(const json& r, const std::string& at, ModelSpec& s) {
   }
 }
 
+// How many of a head's dimensions RoPE turns: partial_rotary_factor of them (Phi-4-mini: 0.75).
+int64_t rotary_dims(const HfConfig& c, const ModelSpec& s) {
+  const double f = c.get_float("partial_rotary_factor", 1.0);
+  if (!(f > 0 && f <= 1)) throw Error(c.where() + ": partial_rotary_factor must be in (0, 1]");
+  return static_cast<int64_t>(static_cast<double>(s.head_dim) * f);  // truncated, as transformers does
+}
+
 // transformers 5 writes RoPE as rope_parameters: rope_theta and the scaling in
 // one object, or one per layer type (Gemma 3: {"full_attention": ...,
 // "sliding_attention": ...}, the local layers' base their own). Read after
 // rope_theta and rope_scaling, which it replaces.
-void read_rope_parameters(const json& r, const std::string& where, const ArchDescriptor& a, ModelSpec& s) {
+void read_rope_parameters(const json& r, const std::string& where, const ArchDescriptor& a, int64_t original_ctx, ModelSpec& s) {
   const std::string at = where + ": rope_parameters";
   if (!r.is_object()) throw Error(at + " must be an object");
   auto read = [&](const json& p, const std::string& p_at) {
     if (!p.is_object()) throw Error(p_at + " must be an object");
     const HfConfig c(p, p_at);
     s.rope_theta = static_cast<float>(c.get_float("rope_theta", s.rope_theta));
-    if (c.has("rope_type") || c.has("type")) read_rope_scaling(p, p_at, s);
+    if (p.contains("partial_rotary_factor")) s.rope_dim = rotary_dims(c, s);
+    if (c.has("rope_type") || c.has("type")) read_rope_scaling(p, p_at, original_ctx, s);
   };
   if (!r.contains("full_attention") && !r.contains("sliding_attention")) return read(r, at);
   if (r.contains("full_attention")) read(r["full_attention"], at + ".full_attention");
@@ -222,7 +258,7 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& f
   s.n_head = c.need_int("num_attention_heads");
   s.n_head_kv = c.get_int("num_key_value_heads", s.n_head);
   s.head_dim = c.get_int("head_dim", s.n_head > 0 ? s.n_embd / s.n_head : 0);
-  s.rope_dim = s.head_dim;
+  s.rope_dim = rotary_dims(c, s);
   s.n_ff = c.need_int("intermediate_size");
   s.n_ctx_train = c.get_int("max_position_embeddings", 2048);
   s.rms_eps = static_cast<float>(c.get_float("rms_norm_eps", 1e-6));
@@ -234,8 +270,10 @@ ModelSpec spec_from_hf_config_text(const std::string& text, const std::string& f
     s.n_expert = c.need_int(c.has("num_experts") ? "num_experts" : "num_local_experts");  // Qwen3-MoE's name, Mixtral's
     s.n_expert_used = c.need_int("num_experts_per_tok");
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], where + ": rope_scaling", s);
-  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) read_rope_parameters(j["rope_parameters"], where, *a, s);
+  const int64_t original_ctx = c.get_int("original_max_position_embeddings", s.n_ctx_train);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    read_rope_scaling(j["rope_scaling"], where + ": rope_scaling", original_ctx, s);
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) read_rope_parameters(j["rope_parameters"], where, *a, original_ctx, s);
   read_sliding_window(j, c, where, *a, s);
   if (a->read_hf) a->read_hf(c, s);
   validate_spec(s, where);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // An HF model folder's config.json as a ModelSpec, for the classes the
 // architectures name (core/models/<arch>.cpp: Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE,
-// Gemma 2 and 3). HF keeps Q and K in the rotate-half order, so their RoPE is
+// Gemma 2 and 3, Phi-3). HF keeps Q and K in the rotate-half order, so their RoPE is
 // always the neox style.
 #pragma once
 

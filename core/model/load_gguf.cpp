@@ -30,6 +30,27 @@ class TensorLoader {
   Weight weight(const std::string& name, const std::vector<int64_t>& shape) const {
     return weight_from_gguf(info(name, shape), [&](const uint8_t* p, size_t n) { f_.release(p, n); });
   }
+  // Weights of consecutive rows of one tensor (Phi-3's fused Q/K/V and
+  // gate/up): each part converted from its own rows, as a tensor of its own.
+  std::vector<Weight> split_rows(const std::string& name, int64_t n_in, const std::vector<int64_t>& rows) const {
+    int64_t total = 0;
+    for (int64_t r : rows) total += r;
+    const GgufTensorInfo& whole = info(name, {n_in, total});
+    const uint64_t row_bytes = whole.n_bytes / static_cast<uint64_t>(total);
+    std::vector<Weight> parts;
+    int64_t first = 0;
+    for (int64_t r : rows) {
+      GgufTensorInfo part = whole;
+      part.name = rows_name(whole.name, first, r);
+      part.dims = {n_in, r};
+      part.data = whole.data + static_cast<uint64_t>(first) * row_bytes;
+      part.offset = whole.offset + static_cast<uint64_t>(first) * row_bytes;
+      part.n_bytes = static_cast<uint64_t>(r) * row_bytes;
+      parts.push_back(weight_from_gguf(part, [&](const uint8_t* p, size_t n) { f_.release(p, n); }));
+      first += r;
+    }
+    return parts;
+  }
   std::vector<float> floats(const std::string& name, int64_t n) const {
     const GgufTensorInfo& t = info(name, {n});
     std::vector<float> v = floats_from_gguf(t);
@@ -79,9 +100,14 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
     for (const LayerNorm& norm : layer_norms())
       if (!(n.*norm.name).empty()) l.*norm.weights = L.floats(w(n.*norm.name, i), norm.per_head ? s.head_dim : E);
-    l.wq = L.weight(w(n.q, i), {E, Q});
-    l.wk = L.weight(w(n.k, i), {E, KV});
-    l.wv = L.weight(w(n.v, i), {E, KV});
+    if (!n.qkv.empty() && L.has(w(n.qkv, i))) {
+      std::vector<Weight> qkv = L.split_rows(w(n.qkv, i), E, {Q, KV, KV});
+      l.wq = std::move(qkv[0]), l.wk = std::move(qkv[1]), l.wv = std::move(qkv[2]);
+    } else {
+      l.wq = L.weight(w(n.q, i), {E, Q});
+      l.wk = L.weight(w(n.k, i), {E, KV});
+      l.wv = L.weight(w(n.v, i), {E, KV});
+    }
     l.wo = L.weight(w(n.o, i), {Q, E});
     if (s.attn_bias) {
       l.bq = L.floats(b(n.q, i), Q);
@@ -95,8 +121,13 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
       l.up_exps = L.weight(w(n.up_exps, i), {E, F, X});
       l.down_exps = L.weight(w(n.down_exps, i), {F, E, X});
     } else {
-      l.w_gate = L.weight(w(n.gate, i), {E, F});
-      l.w_up = L.weight(w(n.up, i), {E, F});
+      if (!n.gate_up.empty()) {
+        std::vector<Weight> gate_up = L.split_rows(w(n.gate_up, i), E, {F, F});
+        l.w_gate = std::move(gate_up[0]), l.w_up = std::move(gate_up[1]);
+      } else {
+        l.w_gate = L.weight(w(n.gate, i), {E, F});
+        l.w_up = L.weight(w(n.up, i), {E, F});
+      }
       l.w_down = L.weight(w(n.down, i), {F, E});
     }
   }

@@ -78,14 +78,93 @@ class HfTensors {
   // A bias is read by the caller where the architecture has one; anywhere
   // else only an all-zero one (AutoGPTQ writes those) is accepted.
   Weight linear(const std::string& prefix, int64_t n_out, int64_t n_in, bool has_bias = false, bool keep_zeros = false) {
-    if (!has_bias && has(prefix + ".bias")) {
-      for (float b : floats(prefix + ".bias", n_out))
-        if (b != 0) throw Error(dir_ + ": " + prefix + ".bias: this architecture has no bias there");
-    }
+    if (!has_bias) refuse_bias(prefix, n_out);
     if (!has(prefix + ".qweight")) return weight(prefix + ".weight", n_out, n_in);
+    const GptqTensors t = gptq_tensors(prefix);
+    Weight w = gptq_weight(t, n_out, n_in, file_name(prefix), keep_zeros);
+    for (const StTensor* part : {t.qweight, t.qzeros, t.scales, t.g_idx}) release(part);
+    return w;
+  }
+
+  // The linear layer `prefix` whose rows are several layers' (Phi-3's
+  // qkv_proj, gate_up_proj): a Weight for each run of rows, as linear() reads
+  // a whole one. Dense rows are borrowed from the mapping; GPTQ's outputs are
+  // its tensors' columns, copied out.
+  std::vector<Weight> split_linear(const std::string& prefix, const std::vector<int64_t>& rows, int64_t n_in) {
+    int64_t n_out = 0;
+    for (int64_t r : rows) n_out += r;
+    refuse_bias(prefix, n_out);
+    std::vector<Weight> parts;
+    int64_t first = 0;
+    if (!has(prefix + ".qweight")) {
+      const StTensor& whole = get(prefix + ".weight", {n_out, n_in});
+      const size_t row_bytes = whole.n_bytes / static_cast<size_t>(n_out);
+      for (int64_t r : rows) {
+        StTensor part = whole;
+        part.name = rows_name(whole.name, first, r);
+        part.shape = {r, n_in};
+        part.data = whole.data + static_cast<size_t>(first) * row_bytes;
+        part.n_bytes = static_cast<size_t>(r) * row_bytes;
+        Weight w = weight_from_safetensors(part, part.name);
+        if (w.data != part.data) release(&part);
+        parts.push_back(std::move(w));
+        first += r;
+      }
+      return parts;
+    }
+    const GptqTensors whole = gptq_tensors(prefix);
+    if (!whole.qweight || !whole.qzeros || !whole.scales)
+      throw Error(dir_ + ": " + file_name(prefix) + ": qweight without qzeros and scales");
+    if (whole.qweight->shape.size() != 2 || whole.qweight->shape[1] != n_out)
+      throw Error(*whole.qweight->file + ": tensor " + whole.qweight->name + " has shape " +
+                  shape_string(whole.qweight->shape) + ", expected " + std::to_string(n_out) + " outputs");
+    const int per = 32 / gptq_->params.bits;  // values a qzeros word packs
+    for (int64_t r : rows) {
+      if (first % per || r % per)
+        throw Error(dir_ + ": " + file_name(prefix) + ": a part of " + std::to_string(r) + " rows does not start at a whole qzeros word");
+      std::vector<uint8_t> qweight, qzeros, scales;
+      const StTensor qw = columns(*whole.qweight, first, r, qweight), qz = columns(*whole.qzeros, first / per, r / per, qzeros),
+                     sc = columns(*whole.scales, first, r, scales);
+      parts.push_back(gptq_weight({&qw, &qz, &sc, whole.g_idx}, r, n_in, rows_name(file_name(prefix), first, r), false));
+      first += r;
+    }
+    for (const StTensor* part : {whole.qweight, whole.qzeros, whole.scales, whole.g_idx}) release(part);
+    return parts;
+  }
+  // The zero-point format the file stores where its label says otherwise ("" if none).
+  const std::string& relabeled() const { return relabeled_; }
+
+ private:
+  static void release(const StTensor* t) {
+    if (t && t->mapping) t->mapping->release(t->data, t->n_bytes);
+  }
+
+  void refuse_bias(const std::string& prefix, int64_t n_out) const {
+    if (!has(prefix + ".bias")) return;
+    for (float b : floats(prefix + ".bias", n_out))
+      if (b != 0) throw Error(dir_ + ": " + prefix + ".bias: this architecture has no bias there");
+  }
+
+  GptqTensors gptq_tensors(const std::string& prefix) const {
     if (!gptq_) throw Error(dir_ + ": " + prefix + ".qweight but no quantization config (quantize_config.json)");
     const std::string p = file_name(prefix);
-    GptqTensors t{set_.find(p + ".qweight"), set_.find(p + ".qzeros"), set_.find(p + ".scales"), set_.find(p + ".g_idx")};
+    return {set_.find(p + ".qweight"), set_.find(p + ".qzeros"), set_.find(p + ".scales"), set_.find(p + ".g_idx")};
+  }
+
+  // Columns [first, first + count) of a 2-D tensor, copied into `bytes`.
+  StTensor columns(const StTensor& t, int64_t first, int64_t count, std::vector<uint8_t>& bytes) const {
+    if (t.shape.size() != 2 || first + count > t.shape[1])
+      throw Error(*t.file + ": tensor " + t.name + " has shape " + shape_string(t.shape) + ", not the columns asked");
+    const size_t elem = t.n_bytes / static_cast<size_t>(t.n_elements()), row = static_cast<size_t>(t.shape[1]) * elem;
+    const size_t part = static_cast<size_t>(count) * elem;
+    bytes.resize(static_cast<size_t>(t.shape[0]) * part);
+    for (int64_t i = 0; i < t.shape[0]; ++i)
+      std::memcpy(bytes.data() + static_cast<size_t>(i) * part, t.data + static_cast<size_t>(i) * row + static_cast<size_t>(first) * elem, part);
+    return StTensor{t.name, t.dtype, {t.shape[0], count}, bytes.data(), bytes.size(), t.file, nullptr};
+  }
+
+  // GPTQ's tensors of one layer ([n_out][n_in]) converted exactly.
+  Weight gptq_weight(const GptqTensors& t, int64_t n_out, int64_t n_in, const std::string& name, bool keep_zeros) {
     GptqParams params = gptq_->params;
     params.keep_zeros = keep_zeros;
     if (gptq_->sym) {  // the zeros a symmetric layer stores tell the format, whatever the label says
@@ -95,16 +174,7 @@ class HfTensors {
         if (params.v2 != gptq_->params.v2) relabeled_ = params.v2 ? "gptq_v2" : "gptq";
       }
     }
-    Weight w = weight_from_gptq(t, params, n_out, n_in, p);
-    for (const StTensor* part : {t.qweight, t.qzeros, t.scales, t.g_idx}) release(part);
-    return w;
-  }
-  // The zero-point format the file stores where its label says otherwise ("" if none).
-  const std::string& relabeled() const { return relabeled_; }
-
- private:
-  static void release(const StTensor* t) {
-    if (t && t->mapping) t->mapping->release(t->data, t->n_bytes);
+    return weight_from_gptq(t, params, n_out, n_in, name);
   }
 
   const SafetensorsSet& set_;
@@ -187,9 +257,14 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     LayerWeights& l = m->layers_[static_cast<size_t>(i)];
     for (const LayerNorm& ln : layer_norms())
       if (!(n.*ln.name).empty()) l.*ln.weights = norm(n.*ln.name, i, ln.per_head ? s.head_dim : E);
-    l.wq = L.linear(name(n.q, i), Q, E, s.attn_bias);
-    l.wk = L.linear(name(n.k, i), KV, E, s.attn_bias);
-    l.wv = L.linear(name(n.v, i), KV, E, s.attn_bias);
+    if (!n.qkv.empty()) {
+      std::vector<Weight> qkv = L.split_linear(name(n.qkv, i), {Q, KV, KV}, E);
+      l.wq = std::move(qkv[0]), l.wk = std::move(qkv[1]), l.wv = std::move(qkv[2]);
+    } else {
+      l.wq = L.linear(name(n.q, i), Q, E, s.attn_bias);
+      l.wk = L.linear(name(n.k, i), KV, E, s.attn_bias);
+      l.wv = L.linear(name(n.v, i), KV, E, s.attn_bias);
+    }
     l.wo = L.linear(name(n.o, i), E, Q);
     if (s.attn_bias) {
       l.bq = L.floats(name(n.q, i) + ".bias", Q);
@@ -209,8 +284,13 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
       l.up_exps = stack_weights(std::move(up), name(n.up_exps, i));
       l.down_exps = stack_weights(std::move(down), name(n.down_exps, i));
     } else {
-      l.w_gate = L.linear(name(n.gate, i), F, E);
-      l.w_up = L.linear(name(n.up, i), F, E);
+      if (!n.gate_up.empty()) {
+        std::vector<Weight> gate_up = L.split_linear(name(n.gate_up, i), {F, F}, E);
+        l.w_gate = std::move(gate_up[0]), l.w_up = std::move(gate_up[1]);
+      } else {
+        l.w_gate = L.linear(name(n.gate, i), F, E);
+        l.w_up = L.linear(name(n.up, i), F, E);
+      }
       l.w_down = L.linear(name(n.down, i), E, F);
     }
   }

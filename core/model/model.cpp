@@ -20,6 +20,10 @@ std::string shape_string(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+std::string rows_name(const std::string& tensor, int64_t first, int64_t count) {
+  return tensor + "[" + std::to_string(first) + ":" + std::to_string(first + count) + "]";
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   std::unique_ptr<Model> m = std::filesystem::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);

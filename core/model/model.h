@@ -31,6 +31,9 @@ struct LayerWeights {
 
 // "[2048, 32000]": a tensor shape in the loaders' messages.
 std::string shape_string(const std::vector<int64_t>& dims);
+// "blk.0.attn_qkv.weight[0:3072]": the weight a loader made of rows [first, first + count) of a
+// tensor that holds several layers (Phi-3's fused ones).
+std::string rows_name(const std::string& tensor, int64_t first, int64_t count);
 
 struct LoadOptions {
   // Dense (F32/F16/BF16) weights quantized at load with round-to-nearest:

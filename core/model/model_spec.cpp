@@ -32,7 +32,12 @@ void validate_spec(const ModelSpec& s, const std::string& where) {
         "soft-capping " + std::to_string(s.attn_softcap) + ", " + std::to_string(s.final_softcap));
   check(s.rope_freq_factors.empty() || static_cast<int64_t>(s.rope_freq_factors.size()) == s.rope_dim / 2,
         std::to_string(s.rope_freq_factors.size()) + " RoPE frequency factors for " + std::to_string(s.rope_dim / 2) + " pairs");
-  for (float x : s.rope_freq_factors) check(std::isfinite(x) && x > 0, "a RoPE frequency factor of " + std::to_string(x));
+  check(s.rope_long_factors.empty() || static_cast<int64_t>(s.rope_long_factors.size()) == s.rope_dim / 2,
+        std::to_string(s.rope_long_factors.size()) + " long RoPE factors for " + std::to_string(s.rope_dim / 2) + " pairs");
+  check(s.rope_long_factors.empty() || (s.rope_long_context > 0 && !s.rope_freq_factors.empty()),
+        "long RoPE factors without short ones and an original context");
+  for (const auto* factors : {&s.rope_freq_factors, &s.rope_long_factors})
+    for (float x : *factors) check(std::isfinite(x) && x > 0, "a RoPE frequency factor of " + std::to_string(x));
   check(s.yarn_orig_ctx >= 0 && s.yarn_beta_fast > 0 && s.yarn_beta_slow > 0 && std::isfinite(s.yarn_beta_fast) &&
             std::isfinite(s.yarn_beta_slow) && std::isfinite(s.yarn_ext_factor) && std::isfinite(s.rope_attn_factor) &&
             s.rope_attn_factor > 0,
@@ -77,14 +82,24 @@ ModelSpec spec_from_gguf(const GgufFile& f) {
     s.yarn_beta_fast = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_fast").value_or(32.0));
     s.yarn_beta_slow = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_slow").value_or(1.0));
     s.yarn_ext_factor = static_cast<float>(f.get_float(a + "rope.scaling.yarn_ext_factor").value_or(1.0));
-    s.rope_attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor").value_or(1.0));
   }
-  // Llama 3.1's "llama3" scaling arrives as each pair's factor (llama.cpp's converter).
-  if (const GgufTensorInfo* t = f.find_tensor("rope_freqs.weight")) {
-    if (t->type != GgmlType::f32 || t->dims.size() != 1)
-      throw Error(f.path() + ": rope_freqs.weight must be a 1-D F32 tensor");
-    s.rope_freq_factors.resize(static_cast<size_t>(t->dims[0]));
-    std::memcpy(s.rope_freq_factors.data(), t->data, s.rope_freq_factors.size() * 4);
+  s.rope_attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor").value_or(1.0));
+  // Per-pair factors arrive as tensors (llama.cpp's converter): Llama 3.1's
+  // "llama3" scaling as rope_freqs, LongRoPE's as a short and a long set.
+  auto factors = [&](const char* name, std::vector<float>& out) {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) return false;
+    if (t->type != GgmlType::f32 || t->dims.size() != 1) throw Error(f.path() + ": " + name + " must be a 1-D F32 tensor");
+    out.resize(static_cast<size_t>(t->dims[0]));
+    std::memcpy(out.data(), t->data, out.size() * 4);
+    return true;
+  };
+  factors("rope_freqs.weight", s.rope_freq_factors);
+  if (factors("rope_factors_long.weight", s.rope_long_factors)) {
+    if (!factors("rope_factors_short.weight", s.rope_freq_factors))
+      throw Error(f.path() + ": rope_factors_long.weight without rope_factors_short.weight");
+    s.rope_long_context = f.get_int(a + "rope.scaling.original_context_length").value_or(0);
+    if (s.rope_long_context <= 0) throw Error(f.path() + ": LongRoPE factors need rope.scaling.original_context_length");
   }
   s.rope_style = info->gguf_rope;
   s.attn_bias = info->attn_bias;

@@ -40,16 +40,28 @@ struct ModelSpec {
   // the model's own base (not Gemma 3's local ones). YaRN (yarn_orig_ctx > 0):
   // each dimension pair's frequency between interpolated (x rope_freq_scale)
   // and kept, by how many turns it makes in the original context, and cos/sin
-  // scaled by rope_attn_factor x (1 + 0.1 ln(1 / rope_freq_scale)).
+  // scaled by rope_attn_factor x (1 + 0.1 ln(1 / rope_freq_scale)); without
+  // YaRN by rope_attn_factor alone (1 unless the model names one).
   int64_t yarn_orig_ctx = 0;
   float yarn_beta_fast = 32, yarn_beta_slow = 1, yarn_ext_factor = 1, rope_attn_factor = 1;
   // Per pair, the factor its frequency is divided by (Llama 3's "llama3"
   // type: GGUF rope_freqs.weight, or made from config.json); empty: none.
   std::vector<float> rope_freq_factors;
+  // LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini): rope_freq_factors are its
+  // short factors, and a context longer than rope_long_context takes these
+  // instead, with cos/sin scaled by rope_attn_factor at any length. Chosen for
+  // the whole context as llama.cpp does (transformers switches as a sequence
+  // grows past it, which the keys already cached do not follow).
+  std::vector<float> rope_long_factors;
+  int64_t rope_long_context = 0;
   float attn_scale = 0;      // queries' scale in attention (0: 1 / sqrt(head_dim))
   // Soft-capping (Gemma 2): a score s becomes cap tanh(s / cap) before the
   // softmax, a logit the same with final_softcap; 0: none.
   float attn_softcap = 0, final_softcap = 0;
+
+  const std::vector<float>& rope_factors_for(int64_t n_ctx) const {
+    return !rope_long_factors.empty() && n_ctx > rope_long_context ? rope_long_factors : rope_freq_factors;
+  }
 
   float query_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 

@@ -32,6 +32,9 @@ struct TensorNames {
   std::string router, gate_exps, up_exps, down_exps;  // MoE: GGUF stacks the experts, HF has one tensor per {e}
   std::string q_norm, k_norm;                  // per head, before RoPE (Gemma 3)
   std::string attn_post_norm, ffn_post_norm;   // on the blocks' outputs, before the residual add (Gemma 3)
+  // Layers stored as one tensor (Phi-3): Q, K and V's rows, used where the
+  // file has it (else q, k, v); the FFN's gate rows then up rows, always.
+  std::string qkv, gate_up;
 };
 
 // A block's norm weights and where their names are: the loaders and the GPTQ

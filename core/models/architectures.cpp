@@ -16,11 +16,12 @@ const ArchDescriptor& qwen3_arch();    // core/models/qwen3.cpp
 const ArchDescriptor& qwen3moe_arch(); // core/models/qwen3.cpp
 const ArchDescriptor& gemma2_arch();   // core/models/gemma2.cpp
 const ArchDescriptor& gemma3_arch();   // core/models/gemma3.cpp
+const ArchDescriptor& phi3_arch();     // core/models/phi3.cpp
 
 const std::vector<const ArchDescriptor*>& architectures() {
   static const std::vector<const ArchDescriptor*> all = {&llama_arch(),    &mistral_arch(), &qwen2_arch(),
                                                              &qwen3_arch(),    &qwen3moe_arch(), &gemma2_arch(),
-                                                             &gemma3_arch()};
+                                                             &gemma3_arch(),   &phi3_arch()};
   return all;
 }
 

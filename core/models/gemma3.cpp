@@ -25,7 +25,8 @@ const TensorNames& gemma3_gguf_names() {
     "blk.{i}.ffn_gate", "blk.{i}.ffn_up", "blk.{i}.ffn_down",
     "", "", "", "",
     "blk.{i}.attn_q_norm", "blk.{i}.attn_k_norm",
-    "blk.{i}.post_attention_norm", "blk.{i}.post_ffw_norm"};
+    "blk.{i}.post_attention_norm", "blk.{i}.post_ffw_norm",
+    "", ""};
   return names;
 }
 
@@ -40,7 +41,8 @@ const TensorNames& gemma3_hf_names() {
     "model.layers.{i}.mlp.gate_proj", "model.layers.{i}.mlp.up_proj", "model.layers.{i}.mlp.down_proj",
     "", "", "", "",
     "model.layers.{i}.self_attn.q_norm", "model.layers.{i}.self_attn.k_norm",
-    "model.layers.{i}.post_attention_layernorm", "model.layers.{i}.post_feedforward_layernorm"};
+    "model.layers.{i}.post_attention_layernorm", "model.layers.{i}.post_feedforward_layernorm",
+    "", ""};
   return names;
 }
 

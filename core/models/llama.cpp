@@ -14,7 +14,8 @@ const TensorNames& llama_gguf_names() {
     "blk.{i}.attn_q", "blk.{i}.attn_k", "blk.{i}.attn_v", "blk.{i}.attn_output",
     "blk.{i}.ffn_gate", "blk.{i}.ffn_up", "blk.{i}.ffn_down",
     "blk.{i}.ffn_gate_inp", "blk.{i}.ffn_gate_exps", "blk.{i}.ffn_up_exps", "blk.{i}.ffn_down_exps",
-    "", "", "", ""};  // no Q/K or post norms
+    "", "", "", "",  // no Q/K or post norms
+    "", ""};          // nor fused layers
   return names;
 }
 
@@ -27,7 +28,7 @@ const TensorNames& llama_hf_names() {
     "model.layers.{i}.mlp.gate_proj", "model.layers.{i}.mlp.up_proj", "model.layers.{i}.mlp.down_proj",
     "model.layers.{i}.block_sparse_moe.gate", "model.layers.{i}.block_sparse_moe.experts.{e}.w1",
     "model.layers.{i}.block_sparse_moe.experts.{e}.w3", "model.layers.{i}.block_sparse_moe.experts.{e}.w2",
-    "", "", "", ""};
+    "", "", "", "", "", ""};
   return names;
 }
 

@@ -86,6 +86,19 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
             {"attention_bias", s.attn_bias},
             {"torch_dtype", "float16"}};
   if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", short_decimal(1.0f / s.rope_freq_scale)}};
+  if (s.rope_dim != s.head_dim) c["partial_rotary_factor"] = static_cast<double>(s.rope_dim) / static_cast<double>(s.head_dim);
+  if (!s.rope_long_factors.empty()) {  // LongRoPE, as Phi-3's configs write it
+    auto decimals = [](const std::vector<float>& v) {
+      json a = json::array();
+      for (float x : v) a.push_back(short_decimal(x));
+      return a;
+    };
+    c["original_max_position_embeddings"] = s.rope_long_context;
+    c["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", decimals(s.rope_freq_factors)},
+                         {"long_factor", decimals(s.rope_long_factors)},
+                         {"attention_factor", short_decimal(s.rope_attn_factor)}};
+  }
   if (s.sliding_window) c["sliding_window"] = s.sliding_window;
   if (!arch->hf_sliding_window) c["use_sliding_window"] = false;  // Qwen2 names a window it does not use
   if (s.is_moe()) c["num_local_experts"] = s.n_expert, c["num_experts_per_tok"] = s.n_expert_used;
@@ -104,6 +117,12 @@ std::vector<int32_t> rotate_half_rows(int64_t n_head, int64_t head_dim) {
         rows[static_cast<size_t>(h * head_dim + half * head_dim / 2 + i)] = static_cast<int32_t>(h * head_dim + 2 * i + half);
   return rows;
 }
+
+// Layers an architecture stores as one tensor: its name, and theirs in order.
+struct Fused {
+  std::string TensorNames::*name;
+  std::vector<std::string TensorNames::*> parts;
+};
 
 // Tensors to write, and the buffers they point into (kept until the file is written).
 class TensorList {
@@ -135,6 +154,7 @@ class TensorList {
     for (float& x : r) x -= hf_offset;
     vector(name, r);
   }
+  void gptq(const std::string& prefix, GptqPacked&& p) { gptq(prefix, packed_.emplace_back(std::move(p))); }
   void gptq(const std::string& prefix, const GptqPacked& p, const std::vector<int32_t>& order = {}) {
     const GptqPacked& kept = order.empty() ? p : packed_.emplace_back(gptq_reorder_outputs(p, order));
     for (StTensorOut& t : gptq_tensors_out(kept, prefix)) out_.push_back(std::move(t));
@@ -176,8 +196,26 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
     const LayerWeights& l = model.layer(i);
     for (const LayerNorm& norm : layer_norms())
       if (!(l.*norm.weights).empty()) t.norm(name(n.*norm.name, i, ".weight"), l.*norm.weights, arch.hf_norm_offset);
-    for (const QuantizedLinear& q : layers[static_cast<size_t>(i)])
-      t.gptq(q.name, q.packed, q.role == &TensorNames::q ? q_rows : q.role == &TensorNames::k ? k_rows : std::vector<int32_t>{});
+    // Layers the architecture stores as one tensor (Phi-3's qkv_proj, gate_up_proj) are written as one.
+    const Fused fused[] = {{&TensorNames::qkv, {&TensorNames::q, &TensorNames::k, &TensorNames::v}},
+                           {&TensorNames::gate_up, {&TensorNames::gate, &TensorNames::up}}};
+    std::vector<const QuantizedLinear*> alone;
+    for (const QuantizedLinear& q : layers[static_cast<size_t>(i)]) alone.push_back(&q);
+    for (const Fused& f : fused) {
+      if ((n.*f.name).empty()) continue;
+      std::vector<const GptqPacked*> parts;
+      for (auto role : f.parts)
+        for (auto it = alone.begin(); it != alone.end(); ++it)
+          if ((*it)->role == role) {
+            parts.push_back(&(*it)->packed);
+            alone.erase(it);
+            break;
+          }
+      if (parts.size() != f.parts.size()) throw Error("internal: a fused layer's parts were not all quantized");
+      t.gptq(name(n.*f.name, i, ""), gptq_concat_outputs(parts));
+    }
+    for (const QuantizedLinear* q : alone)
+      t.gptq(q->name, q->packed, q->role == &TensorNames::q ? q_rows : q->role == &TensorNames::k ? k_rows : std::vector<int32_t>{});
     if (s.is_moe()) t.matrix(name(n.router, i, ".weight"), l.router);
     if (!l.bq.empty()) t.vector(name(n.q, i, ".bias"), l.bq, q_rows);
     if (!l.bk.empty()) t.vector(name(n.k, i, ".bias"), l.bk, k_rows);

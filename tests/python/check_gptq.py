@@ -62,6 +62,10 @@ CASES = {
     "qwen3moe_q4_g32_act_order_shared_sym": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "64", "--experts", "8",
                                               "--experts-used", "4", "--head-dim", "32"],
                                              ["--bits", "4", "--group-size", "32", "--act-order", "--shared-order"]),
+    # Phi-3: qkv_proj and gate_up_proj quantized as one layer each (their outputs split at load)
+    "phi3_q4_g32_act_order_sym": (["--arch", "phi3", "--type", "f32", "--longrope", "16"],
+                                  ["--bits", "4", "--group-size", "32", "--act-order"]),
+    "phi3_q8_g64_asym": (["--arch", "phi3", "--type", "f32"], ["--bits", "8", "--group-size", "64", "--asym"]),
     "qwen2_q4_g64_asym_bias": (["--arch", "qwen2", "--type", "f32"], ["--bits", "4", "--group-size", "64", "--asym"]),
     "mixtral_q4_g64_asym_experts": (["--arch", "llama", "--type", "f32", "--experts", "4", "--experts-used", "2"],
                                     ["--bits", "4", "--group-size", "64", "--asym"]),

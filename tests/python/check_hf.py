@@ -42,6 +42,11 @@ CASES = {
     "qwen3_bf16_head_dim_32": (["--arch", "qwen3", "--type", "bf16", "--head-dim", "32", "--tied"], []),
     "qwen3moe_f32_sharded": (["--arch", "qwen3moe", "--type", "f32", "--n-ff", "32", "--experts", "8", "--experts-used", "4"],
                              ["--shards", "2"]),
+    # Phi-3: fused qkv_proj and gate_up_proj; Phi-3.5's LongRoPE past its original context (16 of 256);
+    # Phi-4-mini's partial rotary (24 of 32 dims) and tied output
+    "phi3_f32": (["--arch", "phi3", "--type", "f32"], []),
+    "phi3_bf16_longrope_partial_tied": (["--arch", "phi3", "--type", "bf16", "--n-embd", "128", "--rope-dim", "24",
+                                         "--longrope", "16", "--tied"], ["--shards", "2"]),
     # Gemma 2: every other layer local (window 8), small soft-caps so that they bend the values.
     "gemma2_f32": (["--arch", "gemma2", "--type", "f32", "--n-layer", "4", "--tied", "--window", "8",
                     "--attn-softcap", "2", "--final-softcap", "3"], []),

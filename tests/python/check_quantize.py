@@ -63,6 +63,12 @@ CASES = {
     # Gemma 2: its soft-caps written back (small ones, so that they bend the logits)
     "gemma2_gptq8_g64": (["--arch", "gemma2", "--type", "f32", "--tied", "--window", "16", "--attn-softcap", "5",
                           "--final-softcap", "8"], "gguf", ["--bits", "8", "--group-size", "64"], 0.03),
+    # Phi-3: Q/K/V and gate/up written as one layer each (qkv_proj, gate_up_proj); LongRoPE and partial
+    # rotary (Phi-4-mini's 3/4) written back into config.json from a GGUF file
+    "phi3_gptq4_g32_act_order_partial_longrope": (["--arch", "phi3", "--type", "f32", "--rope-dim", "48", "--longrope", "64"],
+                                                  "gguf", ["--bits", "4", "--group-size", "32", "--act-order"], None),
+    "phi3_hf_gptq8_g64_asym": (["--arch", "phi3", "--type", "f16", "--longrope", "64"], "hf",
+                               ["--bits", "8", "--group-size", "64", "--asym"], 0.03),
     "errors": ([], "", [], None),
     "lossless_gptq4_sym_g32_vs_q4_0": ([], "", ["--bits", "4"], None),
     "lossless_gptq8_sym_g32_vs_q8_0": ([], "", ["--bits", "8"], None),
@@ -227,7 +233,8 @@ def main() -> int:
         for method, out in outs.items():
             tensors = read_safetensors(out / "model.safetensors")
             prefixes = sorted(n.removesuffix(".qweight") for n in tensors if n.endswith(".qweight"))
-            exact = len(prefixes) == (4 + 3 * cfg.n_expert if cfg.n_expert else 7) * cfg.n_layer
+            dense_layers = 4 if cfg.arch == "phi3" else 7  # Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj
+            exact = len(prefixes) == (4 + 3 * cfg.n_expert if cfg.n_expert else dense_layers) * cfg.n_layer
             for prefix in prefixes:
                 ref = dequantize(tensors, prefix, bits, "--asym" in opts)
                 # Experts ...experts.E.w1 (Qwen3-MoE: .gate_proj) are rows [E * out, (E + 1) * out) of basalt's stacked ...experts.w1.

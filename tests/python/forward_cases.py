@@ -147,6 +147,19 @@ CASES: list[Case] = [
     Case("qwen3moe_q8_0", ("--arch", "qwen3moe", "--type", "q8_0", "--n-embd", "64", "--n-ff", "32", "--n-head", "4",
                            "--n-head-kv", "2", "--head-dim", "32", "--experts", "16", "--experts-used", "8")),
     Case("qwen3moe_q4_k", _dense("qwen3moe", "q4_k", "--n-ff", "256", "--experts", "8", "--experts-used", "4")),
+    # Phi-3: Q, K and V in one tensor, the FFN's gate and up in one (split at load). Phi-3.5's LongRoPE
+    # past its original context (32 tokens over 16: the long factors) and within it (32 under 256: the
+    # short ones), both with its attention factor; Phi-4-mini's partial rotary (24 of 32 dims), tied.
+    Case("phi3_f32", _dense("phi3", "f32")),
+    Case("phi3_mix_q4_k_m", _dense("phi3", "mix-q4_k_m")),
+    Case("phi3_longrope_q8_0", _dense("phi3", "q8_0", "--longrope", "16")),
+    Case("phi3_longrope_short_f32", _dense("phi3", "f32", "--n-ctx", "512", "--longrope", "256")),
+    Case("phi3_partial_longrope_f32", ("--arch", "phi3", "--type", "f32", "--n-embd", "128", "--n-ff", "128", "--n-head", "4",
+                                       "--n-head-kv", "2", "--rope-dim", "24", "--longrope", "16", "--tied")),
+    # Phi-3-mini-4k's window (GGUF phi3.attention.sliding_window) on every layer, past it in 16-token chunks
+    # (rings); llama.cpp ignores it, so the bound is that of the same model without it.
+    Case("phi3_q8_0_window24", _dense("phi3", "q8_0", "--longrope", "16", "--window", "24"), n_tokens=64, ubatch=16,
+         base="phi3_longrope_q8_0"),
     # A Mistral-style window on every layer (basalt --window), with and without attention sinks,
     # past it in 16-token chunks: rings of 2 blocks (and the sinks') over 5 blocks.
     Case("llama_q8_0_window40", _dense("llama", "q8_0", "--n-layer", "4"), n_tokens=300, ubatch=16, window=40,
@@ -165,7 +178,7 @@ _GPU = (("all", ("llama_q4_0", "llama_q8_0", "qwen2_gqa4_q4_1", "llama_gqa4_q8_0
                  "llama_hd64_f32", "llama_q8_0_4layers_long", "smollm2_real", "llama_q4_k", "llama_q5_k",
                  "llama_q6_k", "llama_mix_q4_k_m", "llama_moe8_top2_q4_k", "llama_f16", "llama_bf16",
                  "llama_moe4_top2_f32", "gemma3_real", "llama_rope_yarn4_f32", "llama_rope_llama3_f32",
-                 "gemma2_f32", "qwen3moe_q8_0")),
+                 "gemma2_f32", "qwen3moe_q8_0", "phi3_partial_longrope_f32")),
         ("attn", ("llama_f32", "llama_gqa4_f32", "llama_q8_0_4layers_long", "smollm2_real", "gemma2_q4_k_hd64")),
         ("experts", ("llama_moe4_top2_q4_0", "llama_moe4_top2_q8_0")),
         ("attn,experts", ("llama_moe4_top2_q8_0",)))

@@ -126,6 +126,8 @@ def main() -> int:
                                ("block_sparse_moe.experts.{e}.{w}", ("w1", "w2", "w3")))
     linears = LINEARS[:4] + tuple(experts.format(e=e, w=w) for e in range(n_expert) for w in expert_linears) \
         if n_expert else LINEARS  # MoE: each expert's FFN (the router stays dense, as GPTQ tools leave it)
+    if text.get("model_type") == "phi3":  # Q, K, V as one layer; gate and up as one
+        linears = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
     root = next(r for r in ("model.", "language_model.model.", "model.language_model.") if r + "embed_tokens.weight" in tensors)
     prefixes = [f"{root}layers.{i}.{n}" for i in range(text["num_hidden_layers"]) for n in linears]
     if a.lm_head and "lm_head.weight" in tensors:

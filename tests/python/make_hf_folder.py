@@ -228,7 +228,7 @@ def main() -> int:
     p.add_argument("--split-spaces", action="store_true",
                    help="SentencePiece: Gemma's Split(\" \", merged_with_previous) pre-tokenizer after the normalizer")
     p.add_argument("--sliding-window", type=int, default=0,
-                   help="a Mistral config whose layers attend to their last N positions")
+                   help="a Mistral config (a Phi-3 one for phi3) whose layers attend to their last N positions")
     p.add_argument("--global-every", type=int, default=0,
                    help="with --sliding-window: every Nth layer attends to all (layer_types, as Gemma 3's)")
     p.add_argument("--layer-types", action="store_true",
@@ -257,7 +257,7 @@ def main() -> int:
     cls, model_type = {"llama": ("MixtralForCausalLM", "mixtral") if n_expert else ("LlamaForCausalLM", "llama"),
                        "qwen2": ("Qwen2ForCausalLM", "qwen2"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
                        "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
-                       "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}[arch]
+                       "gemma3": ("Gemma3ForCausalLM", "gemma3_text"), "phi3": ("Phi3ForCausalLM", "phi3")}[arch]
     head_dim = k("attention.key_length", n_embd // n_head)
     config = {
         "architectures": [cls], "model_type": model_type,
@@ -270,6 +270,15 @@ def main() -> int:
     }
     if k("rope.scaling.type", "none") == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": k("rope.scaling.factor")}
+    if k("rope.dimension_count", head_dim) != head_dim:  # Phi-4-mini: 3/4 of each head
+        config["partial_rotary_factor"] = k("rope.dimension_count") / head_dim
+    if "rope_factors_long.weight" in names:  # as Phi-3.5's config.json: the attention factor left to transformers
+        factors = lambda name: [float(x) for x in tensor(r, name)[0]]
+        config["original_max_position_embeddings"] = k("rope.scaling.original_context_length")
+        config["rope_scaling"] = {"type": "longrope", "short_factor": factors("rope_factors_short.weight"),
+                                  "long_factor": factors("rope_factors_long.weight")}
+    if arch == "phi3":  # no window (Phi-3.5's is past its context), no pad token (Phi3Config's default, 32000, is)
+        config |= {"sliding_window": None, "pad_token_id": None}
     if n_expert and arch == "qwen3moe":  # as Qwen3-30B-A3B's config.json (transformers' Qwen3MoeConfig)
         config |= {"num_experts": n_expert, "num_experts_per_tok": k("expert_used_count"),
                    "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True,
@@ -292,7 +301,9 @@ def main() -> int:
         if a.layer_types:
             del config["sliding_window_pattern"]
             config["layer_types"] = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n_layer)]
-    if a.sliding_window:
+    if a.sliding_window and arch == "phi3":  # Phi-3-mini-4k's window, on every layer
+        config["sliding_window"] = a.sliding_window
+    elif a.sliding_window:
         config["architectures"], config["model_type"], config["sliding_window"] = ["MistralForCausalLM"], "mistral", a.sliding_window
         if a.global_every:
             config["layer_types"] = ["full_attention" if (i + 1) % a.global_every == 0 else "sliding_attention"
@@ -334,9 +345,12 @@ def main() -> int:
         if f"{g}attn_q_norm.weight" in names:  # Gemma 3, Qwen3
             add_norm(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight")
             add_norm(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight")
-        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", None if neox else lambda x: unpermute(x, n_head))
-        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", None if neox else lambda x: unpermute(x, n_head_kv))
-        add(h + "self_attn.v_proj.weight", g + "attn_v.weight")
+        if arch == "phi3":  # Q, K and V in one tensor, as in the GGUF file
+            add(h + "self_attn.qkv_proj.weight", g + "attn_qkv.weight")
+        else:
+            add(h + "self_attn.q_proj.weight", g + "attn_q.weight", None if neox else lambda x: unpermute(x, n_head))
+            add(h + "self_attn.k_proj.weight", g + "attn_k.weight", None if neox else lambda x: unpermute(x, n_head_kv))
+            add(h + "self_attn.v_proj.weight", g + "attn_v.weight")
         add(h + "self_attn.o_proj.weight", g + "attn_output.weight")
         for b in ("q", "k", "v"):
             if f"{g}attn_{b}.bias" in names:
@@ -349,6 +363,9 @@ def main() -> int:
                 x, d = tensor(r, g + gguf_name + ".weight")
                 for e in range(n_expert):
                     hf.append((f"{h}{moe}.experts.{e}.{w}.weight", np.ascontiguousarray(x[e]), d))
+        elif arch == "phi3":  # gate rows then up rows, as in the GGUF file's ffn_up
+            add(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight")
+            add(h + "mlp.down_proj.weight", g + "ffn_down.weight")
         else:
             add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight")
             add(h + "mlp.up_proj.weight", g + "ffn_up.weight")

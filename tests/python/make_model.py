@@ -3,11 +3,11 @@
 # Writes small synthetic GGUF models (random weights, any shape) for tests.
 """Write a synthetic GGUF model with random weights.
 
-    make_model.py OUT.gguf --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3 [--n-embd 64 --n-layer 2
+    make_model.py OUT.gguf --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3|phi3 [--n-embd 64 --n-layer 2
         --n-head 4 --n-head-kv 2 --n-ff 128 --n-ctx 256 --head-dim auto]
         [--experts 0 --experts-used 2] [--type TYPE] [--tied]
         [--rope-theta 10000 --rope-scale-linear 1.0] [--rope-yarn FACTOR:ORIG_CTX]
-        [--rope-llama3 FACTOR:LOW:HIGH:ORIG_CTX] [--seed 0]
+        [--rope-llama3 FACTOR:LOW:HIGH:ORIG_CTX] [--rope-dim N] [--longrope ORIG_CTX] [--seed 0]
         [--vocab smollm2|tiny] [--vocab-size N]
         [--window W --attn-softcap C --final-softcap C]   (gemma2)
         [--window W --swa-period N --rope-theta-swa B]   (gemma3)
@@ -29,6 +29,14 @@ and their own RoPE base (--rope-theta-swa, 10000; the global ones
 qwen3: RMS norms on each head's Q and K before RoPE, no biases. qwen3moe:
 the same with --experts N in every block (expert_feed_forward_length is
 --n-ff; feed_forward_length, a dense width no block has, 3 x --n-ff).
+
+phi3: Q, K and V in one tensor (attn_qkv), the FFN's gate and up rows in
+ffn_up (2 x --n-ff rows, gate first), NeoX RoPE; --longrope ORIG_CTX writes
+LongRoPE's short and long factors (made, not drawn) with the original
+context and its attention factor, as llama.cpp's converter does for Phi-3.5.
+--rope-dim N turns only the first N dims of each head (Phi-4-mini: 3/4).
+--window W: every layer's sliding window (Phi-3-mini-4k's 2047, which
+llama.cpp ignores: the bounds come from a case without it).
 
 Weight types (--type):
   f32 f16 bf16              dense
@@ -60,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import sys
 from collections import Counter
@@ -208,7 +217,7 @@ def quantize(data: np.ndarray, qtype: QT) -> np.ndarray:
 # Model description
 # --------------------------------------------------------------------------
 
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3")
 
 
 @dataclasses.dataclass
@@ -229,11 +238,13 @@ class ModelConfig:
     rope_scale_linear: float = 1.0
     rope_yarn: str = ""              # "FACTOR:ORIGINAL_CTX": YaRN metadata
     rope_llama3: str = ""            # "FACTOR:LOW:HIGH:ORIGINAL_CTX": a rope_freqs.weight tensor
+    rope_dim: int = 0                # dims RoPE turns per head: 0 = all
+    longrope: int = 0                # LongRoPE's original context: short and long factor tensors
     seed: int = 0
     vocab: str = "tiny"
     vocab_size: int = 0              # 0 = the vocabulary's own size
     rms_eps: float = 1e-5
-    window: int = 0                  # gemma2, gemma3: the local layers' sliding window
+    window: int = 0                  # gemma2, gemma3: the local layers' sliding window; phi3: every layer's
     swa_period: int = 6              # gemma3: every Nth layer global
     rope_theta_swa: float = 10000.0  # gemma3: the local layers' RoPE base
     attn_softcap: float = 50.0       # gemma2
@@ -247,6 +258,10 @@ class ModelConfig:
     @property
     def hd(self) -> int:
         return self.head_dim or self.n_embd // self.n_head
+
+    @property
+    def n_rot(self) -> int:
+        return self.rope_dim or self.hd
 
 
 WEIGHT_TYPES = {
@@ -292,6 +307,8 @@ def check_config(cfg: ModelConfig) -> None:
         raise ValueError(f"--arch {cfg.arch} needs --tied (llama.cpp's Gemma reuses the embedding as the output)")
     if cfg.gemma and cfg.window <= 0:
         raise ValueError(f"--arch {cfg.arch} needs --window W > 0 (its local layers' sliding window)")
+    if cfg.window and not (cfg.gemma or cfg.arch == "phi3"):
+        raise ValueError("--window is for gemma2, gemma3 and phi3")
     if cfg.arch == "gemma3" and cfg.swa_period < 2:
         raise ValueError("--swa-period must be 2 or more (every Nth layer global)")
     if cfg.wtype not in WEIGHT_TYPES:
@@ -300,6 +317,10 @@ def check_config(cfg: ModelConfig) -> None:
         raise ValueError(f"--n-head {cfg.n_head} is not a multiple of --n-head-kv {cfg.n_head_kv}")
     if cfg.hd % 2 != 0:
         raise ValueError(f"head_dim {cfg.hd} must be even for RoPE")
+    if cfg.n_rot % 2 != 0 or cfg.n_rot > cfg.hd:
+        raise ValueError(f"--rope-dim {cfg.rope_dim} must be even and at most head_dim {cfg.hd}")
+    if cfg.longrope and not 0 < cfg.longrope < cfg.n_ctx:
+        raise ValueError(f"--longrope {cfg.longrope} must be below --n-ctx {cfg.n_ctx} (the context it reaches to)")
     if cfg.n_expert and cfg.arch not in ("llama", "qwen3moe"):
         raise ValueError("--experts needs --arch llama (Mixtral-style MoE) or qwen3moe")
     if cfg.arch == "qwen3moe" and not cfg.n_expert:
@@ -562,9 +583,12 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
     for i in range(cfg.n_layer):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", d)
-        lin(p + "attn_q.weight", cfg.n_head * hd, d)
-        lin(p + "attn_k.weight", cfg.n_head_kv * hd, d)
-        lin(p + "attn_v.weight", cfg.n_head_kv * hd, d)
+        if cfg.arch == "phi3":
+            lin(p + "attn_qkv.weight", (cfg.n_head + 2 * cfg.n_head_kv) * hd, d)
+        else:
+            lin(p + "attn_q.weight", cfg.n_head * hd, d)
+            lin(p + "attn_k.weight", cfg.n_head_kv * hd, d)
+            lin(p + "attn_v.weight", cfg.n_head_kv * hd, d)
         if cfg.arch == "qwen2":
             bias(p + "attn_q.bias", cfg.n_head * hd)
             bias(p + "attn_k.bias", cfg.n_head_kv * hd)
@@ -581,6 +605,9 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
             lin(p + "ffn_gate_exps.weight", E, ff, d)
             lin(p + "ffn_up_exps.weight", E, ff, d)
             lin(p + "ffn_down_exps.weight", E, d, ff, gain=0.5)
+        elif cfg.arch == "phi3":
+            lin(p + "ffn_up.weight", 2 * ff, d)
+            lin(p + "ffn_down.weight", d, ff, gain=0.5)
         else:
             lin(p + "ffn_gate.weight", ff, d)
             lin(p + "ffn_up.weight", ff, d)
@@ -594,7 +621,23 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
         factor, low, high, orig = (float(v) for v in cfg.rope_llama3.split(":"))
         f = llama3_rope_factors(hd, cfg.rope_theta, factor, low, high, orig)
         plan.append(("rope_freqs.weight", f.shape, lambda rng, f=f: f))
+    if cfg.longrope:  # made, not drawn: short factors near 1, long ones from 1 to 16 over the pairs
+        short, long_ = longrope_factors(cfg.n_rot)
+        plan.append(("rope_factors_long.weight", long_.shape, lambda rng, f=long_: f))
+        plan.append(("rope_factors_short.weight", short.shape, lambda rng, f=short: f))
     return plan
+
+
+def longrope_factors(n_rot: int) -> tuple[np.ndarray, np.ndarray]:
+    """LongRoPE's (short, long) factors for a synthetic model: each pair's frequency divisor."""
+    i = np.arange(n_rot // 2, dtype=np.float64) / max(1, n_rot // 2 - 1)
+    return (1 + 0.25 * i).astype(np.float32), (16.0 ** i).astype(np.float32)
+
+
+def longrope_attn_factor(n_ctx: int, original: int) -> float:
+    """The cos/sin scale llama.cpp's converter writes, as transformers computes it."""
+    scale = n_ctx / original
+    return math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
 
 
 def make_weights(cfg: ModelConfig, n_vocab: int) -> dict[str, np.ndarray]:
@@ -614,7 +657,9 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
     raw = raw or {}
     arch = cfg.arch
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"basalt-synthetic-{arch}-{cfg.wtype}")
+    # Not "phi3" in the name: llama.cpp gives a model so named token attributes by text ("</s>", "<unk>", ...),
+    # which the tiny vocabulary lacks, and fails to load it.
+    w.add_name(f"basalt-synthetic-{'phi' if arch == 'phi3' else arch}-{cfg.wtype}")
     w.add_file_type(int(WEIGHT_TYPES[cfg.wtype][1]))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_block_count(cfg.n_layer)
@@ -632,7 +677,10 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
         w.add_value_length(cfg.hd)
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_freq_base(cfg.rope_theta)
-    w.add_rope_dimension_count(cfg.hd)
+    w.add_rope_dimension_count(cfg.n_rot)
+    if cfg.longrope:
+        w.add_rope_scaling_orig_ctx_len(cfg.longrope)
+        w.add_rope_scaling_attn_factors(longrope_attn_factor(cfg.n_ctx, cfg.longrope))
     if cfg.rope_scale_linear != 1.0:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(cfg.rope_scale_linear)
@@ -645,6 +693,8 @@ def write_model(path: str | Path, cfg: ModelConfig, raw: dict[str, tuple[QT, np.
         w.add_sliding_window(cfg.window)
         w.add_attn_logit_softcapping(cfg.attn_softcap)
         w.add_final_logit_softcapping(cfg.final_softcap)
+    if cfg.arch == "phi3" and cfg.window:
+        w.add_sliding_window(cfg.window)
     if cfg.arch == "gemma3":
         w.add_sliding_window(cfg.window)
         w.add_uint32(f"{arch}.attention.sliding_window_pattern", cfg.swa_period)
@@ -711,7 +761,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-yarn", default="", metavar="FACTOR:ORIGINAL_CTX", help="YaRN RoPE scaling")
     p.add_argument("--rope-llama3", default="", metavar="FACTOR:LOW:HIGH:ORIGINAL_CTX",
                    help="Llama 3.1 RoPE scaling, as a rope_freqs.weight tensor")
-    p.add_argument("--window", type=int, default=0, help="gemma2, gemma3: the local layers' sliding window")
+    p.add_argument("--rope-dim", type=int, default=0, help="dims RoPE turns per head (0: all; Phi-4-mini: 3/4)")
+    p.add_argument("--longrope", type=int, default=0, metavar="ORIGINAL_CTX",
+                   help="LongRoPE factors (phi3) for a context past ORIGINAL_CTX")
+    p.add_argument("--window", type=int, default=0,
+                   help="gemma2, gemma3: the local layers' sliding window; phi3: every layer's (Phi-3-mini-4k's 2047)")
     p.add_argument("--swa-period", type=int, default=6, help="gemma3: every Nth layer global")
     p.add_argument("--rope-theta-swa", type=float, default=10000.0, help="gemma3: the local layers' RoPE base")
     p.add_argument("--attn-softcap", type=float, default=50.0, help="gemma2: scores' soft-capping")
@@ -730,7 +784,7 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
         rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, rope_yarn=ns.rope_yarn,
-        rope_llama3=ns.rope_llama3, seed=ns.seed, window=ns.window, swa_period=ns.swa_period,
+        rope_llama3=ns.rope_llama3, rope_dim=ns.rope_dim, longrope=ns.longrope, seed=ns.seed, window=ns.window, swa_period=ns.swa_period,
         rope_theta_swa=ns.rope_theta_swa,
         attn_softcap=ns.attn_softcap, final_softcap=ns.final_softcap,
         vocab=ns.vocab, vocab_size=ns.vocab_size)

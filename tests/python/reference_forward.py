@@ -43,7 +43,8 @@ import gguf
 from gguf_file import GgufFile
 
 # rope ordering per architecture: False = adjacent pairs, True = NeoX halves
-ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma2": True, "gemma3": True}
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma2": True, "gemma3": True,
+             "phi3": True}
 
 
 class Model:
@@ -77,8 +78,13 @@ class Model:
         self.yarn_beta_slow = self.meta(f"{a}.rope.scaling.yarn_beta_slow", 1.0)
         self.rope_attn_factor = self.meta(f"{a}.rope.scaling.attn_factor", 1.0)
         # Llama 3.1's scaling: each pair's frequency divisor (llama.cpp's converter)
-        self.rope_factors = (np.asarray(self.tensors["rope_freqs.weight"].data, dtype=np.float64)
-                             if "rope_freqs.weight" in self.tensors else None)
+        self.rope_factors = self.factors("rope_freqs.weight")
+        # LongRoPE (Phi-3): short factors, and long ones for a context past the original
+        # (llama.cpp's choice by context size; n_ctx: forward_model's tokens unless set)
+        self.rope_short = self.factors("rope_factors_short.weight")
+        self.rope_long = self.factors("rope_factors_long.weight")
+        self.long_after = self.meta(f"{a}.rope.scaling.original_context_length", 0)
+        self.n_ctx = 0
         self.n_expert = self.meta(f"{a}.expert_count", 0)
         self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
@@ -86,6 +92,9 @@ class Model:
         gemma2 = a == "gemma2"
         self.window = self.meta(f"{a}.attention.sliding_window", 4096 if gemma2 else 0) if self.gemma else 0
         self.swa_period = 2 if gemma2 else self.meta(f"{a}.attention.sliding_window_pattern", 6) if self.gemma else 0
+        if a == "phi3":  # every layer's, where shorter than the context (as transformers; llama.cpp ignores it)
+            window = self.meta(f"{a}.attention.sliding_window", 0)
+            self.window = window if window < self.meta(f"{a}.context_length") else 0
         # Gemma 3's local layers: a RoPE base of their own, no scaling
         self.own_local_rope = a == "gemma3"
         self.rope_base_swa = self.meta(f"{a}.rope.freq_base_swa", 10000.0) if self.own_local_rope else self.rope_base
@@ -106,6 +115,9 @@ class Model:
     def local(self, i: int) -> bool:
         """Whether layer i attends through the sliding window."""
         return self.window > 0 and (self.swa_period == 0 or i % self.swa_period != self.swa_period - 1)
+
+    def factors(self, name: str) -> np.ndarray | None:
+        return np.asarray(self.tensors[name].data, dtype=np.float64) if name in self.tensors else None
 
     def meta(self, key: str, default=None):
         value = self.reader.fields.get(key)
@@ -166,9 +178,11 @@ def rope_freqs(m: "Model", base: float, scaled: bool) -> tuple[np.ndarray, float
         return inv_freq, 1.0
     if m.rope_factors is not None:
         inv_freq = inv_freq / m.rope_factors
+    if m.rope_long is not None:  # LongRoPE, as transformers' _compute_longrope_parameters
+        inv_freq = inv_freq / (m.rope_long if m.n_ctx > m.long_after else m.rope_short)
     factor = m.rope_scale
     if not m.yarn_orig_ctx:
-        return inv_freq / factor, 1.0
+        return inv_freq / factor, m.rope_attn_factor
 
     def correction_dim(turns: float) -> float:  # the pair making `turns` turns in the original context
         return dim * math.log(m.yarn_orig_ctx / (turns * 2 * math.pi)) / (2 * math.log(base))
@@ -318,9 +332,13 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
             y = y + m.get(p + name + ".bias")
         return y
 
-    q = proj("attn_q").reshape(n_tok, m.n_head, hd)
-    k = proj("attn_k").reshape(n_tok, m.n_head_kv, hd)
-    v = proj("attn_v").reshape(n_tok, m.n_head_kv, hd)
+    if m.has(p + "attn_qkv.weight"):  # Phi-3: Q, K and V rows in one tensor
+        q, k, v = np.split(proj("attn_qkv"), [m.n_head * hd, (m.n_head + m.n_head_kv) * hd], axis=1)
+    else:
+        q, k, v = proj("attn_q"), proj("attn_k"), proj("attn_v")
+    q = q.reshape(n_tok, m.n_head, hd)
+    k = k.reshape(n_tok, m.n_head_kv, hd)
+    v = v.reshape(n_tok, m.n_head_kv, hd)
     if m.has(p + "attn_q_norm.weight"):  # Gemma 3, Qwen3: per head, before RoPE
         q = rms_norm(q, m.get(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
@@ -425,8 +443,10 @@ def ffn(m: Model, i: int, h: np.ndarray, trace: dict | None = None) -> np.ndarra
     # h: [n_tok, d] (normed) -> [n_tok, d]; SwiGLU: down(silu(gate h) * up h)
     p = f"blk.{i}."
     if not m.has(p + "ffn_gate_inp.weight"):
-        g = h @ m.get(p + "ffn_gate.weight").T
-        u = h @ m.get(p + "ffn_up.weight").T
+        if m.has(p + "ffn_gate.weight"):
+            g, u = h @ m.get(p + "ffn_gate.weight").T, h @ m.get(p + "ffn_up.weight").T
+        else:  # Phi-3: the gate's rows then the up's in ffn_up
+            g, u = np.split(h @ m.get(p + "ffn_up.weight").T, 2, axis=1)
         return ((gelu_tanh(g) if m.gemma else silu(g)) * u) @ m.get(p + "ffn_down.weight").T
     # MoE: softmax over all experts, keep top k, renormalize the k weights
     logits = h @ m.get(p + "ffn_gate_inp.weight").T                # [n_tok, E]
@@ -470,6 +490,7 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     if ids.min() < 0 or ids.max() >= m.n_vocab:
         raise ValueError(f"token id out of range 0..{m.n_vocab - 1}: {ids.min()}..{ids.max()}")
     pos = np.arange(len(ids), dtype=np.float64)
+    m.n_ctx = m.n_ctx or len(ids)  # as basalt-dump-logits sizes its cache
     x = m.get("token_embd.weight", rows=ids)                      # [n_tok, d]
     if m.gemma:
         x = x * np.sqrt(m.n_embd)

@@ -59,6 +59,15 @@ CASES = {
     "gemma3_f32_layer_types": ([*_GEMMA3, "--type", "f32"], ["--layer-types"]),
     "gemma3_f32_local_base_20k": ([*_GEMMA3, "--type", "f32", "--rope-theta-swa", "20000"], []),
     "gemma3_f32_multimodal": ([*_GEMMA3, "--type", "f32"], []),  # see multimodal()
+    # Phi-3: fused qkv_proj and gate_up_proj; LongRoPE past the original context (24 tokens over 16: the long
+    # factors) and within it (the short ones), the attention factor from config.json; Phi-4-mini's partial
+    # rotary and tied output; Phi-3-mini-4k's window (here 8) on every layer.
+    "phi3_f32": (["--arch", "phi3", "--type", "f32"], []),
+    "phi3_f32_longrope_long": (["--arch", "phi3", "--type", "f32", "--longrope", "16"], []),
+    "phi3_f32_longrope_short": (["--arch", "phi3", "--type", "f32", "--n-ctx", "512", "--longrope", "256"], []),
+    "phi4mini_f32_partial_longrope_tied": (["--arch", "phi3", "--type", "f32", "--n-embd", "128", "--rope-dim", "24",
+                                            "--longrope", "16", "--tied"], []),
+    "phi3_f32_window8": (["--arch", "phi3", "--type", "f32"], ["--sliding-window", "8"]),
 }
 
 

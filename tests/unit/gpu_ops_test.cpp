@@ -353,7 +353,7 @@ TEST(GpuOps, AddRmsNormAndRopeMatchCpu) {
       ModelSpec spec;
       spec.head_dim = 64, spec.rope_dim = rope_dim, spec.rope_style = style;
       spec.yarn_orig_ctx = 4096;  // YaRN's mix and attention factor too
-      const RopeParams p = make_rope(3, spec, 10000.0f, 0.25f, true);
+      const RopeParams p = make_rope(3, spec, 10000.0f, 0.25f, true, 0);
       const std::vector<int32_t> pos = {0, 1, 17, 4095, 40000};
       const int64_t n = static_cast<int64_t>(pos.size()), width = p.n_head * p.head_dim;
       std::vector<float> want = random_floats(static_cast<size_t>(n * width), rng), got(want.size());

@@ -313,7 +313,7 @@ TEST(HfConfig, ReadsYarn) {
   EXPECT_FLOAT_EQ(s.rope_attn_factor, 1);
   // An explicit attention_factor replaces YaRN's default 1 + 0.1 ln(factor).
   j["rope_scaling"]["attention_factor"] = 1.5;
-  const RopeParams p = make_rope(1, spec_from_hf_config_text(j.dump(), "config.json"), 10000.0f, 0.25f, true);
+  const RopeParams p = make_rope(1, spec_from_hf_config_text(j.dump(), "config.json"), 10000.0f, 0.25f, true, 0);
   EXPECT_FLOAT_EQ(p.mscale, 1.5f);
 }
 
@@ -388,6 +388,53 @@ TEST(HfConfig, BadConfigsAreErrors) {
   moe["num_local_experts"] = 513;
   moe["num_experts_per_tok"] = 2;
   EXPECT_NE(error_of(moe.dump()).find("of expert_count 513"), std::string::npos) << error_of(moe.dump());
+}
+
+// Phi-3.5-mini's config.json (its keys, shorter factor lists): LongRoPE's
+// factors, the original context beside rope_scaling, the attention factor
+// transformers derives from it; Phi-4-mini's partial rotary. The context a
+// cache holds chooses the factors, and both sets take the attention factor.
+TEST(HfConfig, ReadsPhi3LongRope) {
+  auto j = nlohmann::json::parse(R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 32064,
+    "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+    "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "sliding_window": 262144,
+    "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0, 2.1,
+      2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5, 3.6, 3.7, 3.8, 3.9, 4.0, 4.1],
+      "long_factor": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0,
+      19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0]}})");
+  const ModelSpec s = spec_from_hf_config_text(j.dump(), "config.json");
+  EXPECT_EQ(s.arch, "phi3");
+  EXPECT_EQ(s.rope_dim, 64);
+  EXPECT_EQ(s.rope_long_context, 4096);
+  EXPECT_EQ(s.sliding_window, 0);  // 262144: past the context
+  ASSERT_EQ(s.rope_long_factors.size(), 32u);
+  EXPECT_FLOAT_EQ(s.rope_freq_factors[1], 1.1f);
+  EXPECT_FLOAT_EQ(s.rope_long_factors[1], 2.0f);
+  const float attention = static_cast<float>(std::sqrt(1 + std::log(32.0) / std::log(4096.0)));  // 131072 / 4096
+  EXPECT_FLOAT_EQ(s.rope_attn_factor, attention);
+  const float base = static_cast<float>(std::pow(10000.0, -2.0 / 64));  // pair 1's unscaled frequency
+  for (int64_t n_ctx : {4096, 4097}) {
+    const RopeParams p = make_rope(4, s, 10000.0f, 1.0f, true, n_ctx);
+    EXPECT_FLOAT_EQ(p.freqs[1], base / (n_ctx > 4096 ? 2.0f : 1.1f)) << n_ctx;
+    EXPECT_FLOAT_EQ(p.mscale, attention) << n_ctx;
+  }
+
+  j["rope_scaling"]["attention_factor"] = 1.25;  // named: used as it is
+  EXPECT_FLOAT_EQ(spec_from_hf_config_text(j.dump(), "config.json").rope_attn_factor, 1.25f);
+  j["sliding_window"] = 2047;  // Phi-3-mini-4k's window, on every layer
+  EXPECT_EQ(spec_from_hf_config_text(j.dump(), "config.json").sliding_window, 2047);
+
+  // Phi-4-mini: 3/4 of each head turns, and the factor lists are that long.
+  j["partial_rotary_factor"] = 0.75;
+  EXPECT_NE(error_of(j.dump()).find("short_factor must be a list of 24 numbers"), std::string::npos) << error_of(j.dump());
+  for (const char* key : {"short_factor", "long_factor"})
+    while (j["rope_scaling"][key].size() > 24) j["rope_scaling"][key].erase(24);
+  EXPECT_EQ(spec_from_hf_config_text(j.dump(), "config.json").rope_dim, 48);
+  j["rope_scaling"]["long_factor"][3] = -1.0;
+  EXPECT_NE(error_of(j.dump()).find("long_factor holds -1.0, not a positive number"), std::string::npos) << error_of(j.dump());
+  j["partial_rotary_factor"] = 1.5;
+  EXPECT_NE(error_of(j.dump()).find("partial_rotary_factor must be in (0, 1]"), std::string::npos) << error_of(j.dump());
 }
 
 }  // namespace

@@ -44,7 +44,10 @@ void info(const ModelOptions& o) {
   if (s.yarn_orig_ctx > 0)
     std::printf("rope scaling    YaRN from %lld tokens (beta fast %g, slow %g)\n", static_cast<long long>(s.yarn_orig_ctx),
                 s.yarn_beta_fast, s.yarn_beta_slow);
-  if (!s.rope_freq_factors.empty()) std::printf("rope scaling    a factor per dimension pair (Llama 3.1's llama3)\n");
+  if (!s.rope_long_factors.empty())
+    std::printf("rope scaling    LongRoPE: short factors up to %lld tokens of context, long ones past it (attention factor %g)\n",
+                static_cast<long long>(s.rope_long_context), s.rope_attn_factor);
+  else if (!s.rope_freq_factors.empty()) std::printf("rope scaling    a factor per dimension pair (Llama 3.1's llama3)\n");
   if (s.sliding_window > 0) {
     if (s.swa_period > 0)
       std::printf("attention       a window of %lld positions, but every %lld%s layer global\n",

@@ -3,7 +3,8 @@
 // ([n_tokens][n_vocab] float32, little-endian) for the forward-pass tests.
 // basalt-dump-logits MODEL OUT.f32 --weight NAME: writes the weight NAME as
 // the engine holds it, dequantized ([rows][cols] float32, columns in the
-// model's input order), for the format tests.
+// model's input order; a tensor split at load, its parts' rows in order),
+// for the format tests.
 // Options through the environment: BASALT_UBATCH (prefill chunk, default 512),
 // BASALT_QUANTIZE (q8 or q4: dense weights quantized at load, as --quantize),
 // BASALT_GPU (a GPU placement, as --gpu; an error if nothing gets offloaded),
@@ -32,21 +33,27 @@ bool write_floats(const char* path, const std::vector<float>& v) {
   return ok;
 }
 
+// The weight NAME, or the parts a loader split it into ("NAME[0:64]", "NAME[64:96]", ...: Phi-3's
+// fused layers), their rows one after the other.
 int dump_weight(const basalt::Model& model, const std::string& name, const char* out) {
+  std::vector<float> all, row;
   for (const basalt::Weight* w : model.weights()) {
-    if (w->name != name) continue;
-    std::vector<float> all(static_cast<size_t>(w->rows * w->cols)), row(static_cast<size_t>(w->cols));
+    if (w->name != name && w->name.rfind(name + "[", 0) != 0) continue;
+    row.resize(static_cast<size_t>(w->cols));
+    const size_t at = all.size();
+    all.resize(at + static_cast<size_t>(w->rows * w->cols));
     for (int64_t r = 0; r < w->rows; ++r) {
       basalt::dequantize_row(*w, r, row.data());
       const int32_t* perm = w->perm_of(r / w->mat_rows);
       for (int64_t k = 0; k < w->cols; ++k)  // column k multiplies input perm[k]
-        all[static_cast<size_t>(r * w->cols + (perm ? perm[k] : k))] =
-            row[static_cast<size_t>(k)];
+        all[at + static_cast<size_t>(r * w->cols + (perm ? perm[k] : k))] = row[static_cast<size_t>(k)];
     }
-    return write_floats(out, all) ? 0 : 1;
   }
-  std::fprintf(stderr, "error: no weight named %s\n", name.c_str());
-  return 1;
+  if (all.empty()) {
+    std::fprintf(stderr, "error: no weight named %s\n", name.c_str());
+    return 1;
+  }
+  return write_floats(out, all) ? 0 : 1;
 }
 
 }  // namespace
