@@ -54,13 +54,10 @@ size_t HfConfig::list_size(const char* key) const {
   return j_[key].size();
 }
 
-namespace {
-
-// Llama 3.1's "llama3" type as each pair's factor (its frequency is divided
-// by it), by transformers' _compute_llama3_parameters: pairs whose wavelength
-// is shorter than original / high_freq_factor keep theirs, longer than
+// By transformers' _compute_llama3_parameters: pairs whose wavelength is
+// shorter than original / high_freq_factor keep theirs, longer than
 // original / low_freq_factor are divided by `factor`, and a smooth mix between.
-std::vector<float> llama3_factors(const ModelSpec& s, double factor, double low, double high, double original) {
+std::vector<float> llama3_rope_factors(const ModelSpec& s, double factor, double low, double high, double original) {
   std::vector<float> out(static_cast<size_t>(s.rope_dim / 2));
   for (size_t i = 0; i < out.size(); ++i) {
     const double freq = std::pow(static_cast<double>(s.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(s.rope_dim));
@@ -76,6 +73,8 @@ std::vector<float> llama3_factors(const ModelSpec& s, double factor, double low,
   }
   return out;
 }
+
+namespace {
 
 // Which layers attend through config.json's sliding_window: layer_types
 // (transformers' list of "sliding_attention"/"full_attention"), else Qwen2's
@@ -178,7 +177,7 @@ void read_rope_scaling(const json& r, const std::string& at, int64_t original_ct
   } else {
     const double low = c.get_float("low_freq_factor", 0), high = c.get_float("high_freq_factor", 0);
     if (!(low > 0 && high > low)) throw Error(at + ": llama3 needs 0 < low_freq_factor < high_freq_factor");
-    s.rope_freq_factors = llama3_factors(s, factor, low, high, original);
+    s.rope_freq_factors = llama3_rope_factors(s, factor, low, high, original);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/model/model_spec.h"
 
@@ -39,6 +40,11 @@ class HfConfig {
 // unsupported (RoPE scaling other than linear) or inconsistent.
 ModelSpec spec_from_hf_config(const std::string& config_json_path);
 ModelSpec spec_from_hf_config_text(const std::string& json_text, const std::string& where);
+
+// Llama 3.1's "llama3" RoPE scaling as each pair's frequency divisor
+// (ModelSpec::rope_freq_factors, from the spec's rope_theta and rope_dim).
+std::vector<float> llama3_rope_factors(const ModelSpec& s, double factor, double low_freq_factor, double high_freq_factor,
+                                       double original_ctx);
 
 // The sampling defaults a model's authors chose (generation_config.json);
 // what the file does not say stays unset. do_sample: false means greedy.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "quant/gptq/gptq_checkpoint.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/model/hf_config.h"
 #include "core/models/arch.h"
 #include "core/gguf/gguf.h"
 #include "core/safetensors/safetensors_writer.h"
@@ -52,6 +55,54 @@ double short_decimal(float x) {
   return x;
 }
 
+// A JSON list of floats, each as its shortest decimal.
+json decimals(const std::vector<float>& v) {
+  json a = json::array();
+  for (float x : v) a.push_back(short_decimal(x));
+  return a;
+}
+
+// config.json's rope_scaling for the per-pair factors of a GGUF file, where
+// llama.cpp's converter keeps only the factors (rope_freqs.weight): Llama
+// 3.1's llama3 type if its parameters make them again, solved from the pairs
+// between kept and divided (original context 8192, Llama 3.1's and 3.2's:
+// only its ratios to the frequency factors matter, so theirs come back as 1
+// and 4); else the same factors as a LongRoPE of one set, which transformers
+// reads exactly.
+json pair_factors_scaling(const ModelSpec& s) {
+  const std::vector<float>& f = s.rope_freq_factors;
+  const double factor = *std::max_element(f.begin(), f.end());
+  // smooth = a / wavelength + b on the mixed pairs: a = original / (high - low), b = -low / (high - low)
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (!(f[i] > 1.0001 && f[i] < factor * 0.9999)) continue;
+    const double x = std::pow(static_cast<double>(s.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(s.rope_dim)) /
+                     (2 * M_PI);
+    const double y = (1 / f[i] - 1 / factor) / (1 - 1 / factor);
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  if (n >= 2 && factor > 1) {
+    const double a = (n * sxy - sx * sy) / (n * sxx - sx * sx), b = (sy - a * sx) / n;
+    const int64_t original = 8192;
+    auto six_digits = [](double x) {  // Llama 3.1's 1 and 4 come back as 1 and 4, not 0.9999999
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", x);
+      return std::strtod(buf, nullptr);
+    };
+    const double span = static_cast<double>(original) / a, low = six_digits(-b * span), high = six_digits(-b * span + span);
+    if (low > 0 && high > low) {
+      const std::vector<float> again = llama3_rope_factors(s, factor, low, high, static_cast<double>(original));
+      bool same = true;
+      for (size_t i = 0; i < f.size(); ++i) same = same && std::abs(again[i] - f[i]) <= 1e-5f * f[i];
+      if (same)
+        return {{"rope_type", "llama3"}, {"factor", short_decimal(static_cast<float>(factor))}, {"low_freq_factor", low},
+                {"high_freq_factor", high}, {"original_max_position_embeddings", original}};
+    }
+  }
+  return {{"rope_type", "longrope"}, {"short_factor", decimals(f)}, {"long_factor", decimals(f)},
+          {"attention_factor", 1.0}, {"original_max_position_embeddings", s.n_ctx_train}};
+}
+
 // config.json for a model read from a GGUF file (the inverse of core/model/hf_config.cpp).
 json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
   const ArchDescriptor* arch = find_arch(s.arch);
@@ -86,13 +137,19 @@ json config_from_spec(const ModelSpec& s, const Tokenizer& tok) {
             {"attention_bias", s.attn_bias},
             {"torch_dtype", "float16"}};
   if (s.rope_freq_scale != 1.0f) c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", short_decimal(1.0f / s.rope_freq_scale)}};
+  if (s.yarn_orig_ctx > 0) {  // the inverse of read_rope_scaling's: its attention factor is rope_attn_factor's
+    if (s.yarn_ext_factor != 1) throw Error("quantize: YaRN with an ext_factor other than 1 has no config.json form");
+    const double factor = 1.0 / s.rope_freq_scale;
+    c["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", short_decimal(static_cast<float>(factor))},
+                         {"original_max_position_embeddings", s.yarn_orig_ctx},
+                         {"beta_fast", short_decimal(s.yarn_beta_fast)},
+                         {"beta_slow", short_decimal(s.yarn_beta_slow)}};
+    if (s.rope_attn_factor != 1) c["rope_scaling"]["attention_factor"] = s.rope_attn_factor * (1 + 0.1 * std::log(factor));
+  }
+  if (!s.rope_freq_factors.empty() && s.rope_long_factors.empty()) c["rope_scaling"] = pair_factors_scaling(s);
   if (s.rope_dim != s.head_dim) c["partial_rotary_factor"] = static_cast<double>(s.rope_dim) / static_cast<double>(s.head_dim);
   if (!s.rope_long_factors.empty()) {  // LongRoPE, as Phi-3's configs write it
-    auto decimals = [](const std::vector<float>& v) {
-      json a = json::array();
-      for (float x : v) a.push_back(short_decimal(x));
-      return a;
-    };
     c["original_max_position_embeddings"] = s.rope_long_context;
     c["rope_scaling"] = {{"type", "longrope"},
                          {"short_factor", decimals(s.rope_freq_factors)},

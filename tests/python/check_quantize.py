@@ -69,6 +69,12 @@ CASES = {
                                                   "gguf", ["--bits", "4", "--group-size", "32", "--act-order"], None),
     "phi3_hf_gptq8_g64_asym": (["--arch", "phi3", "--type", "f16", "--longrope", "64"], "hf",
                                ["--bits", "8", "--group-size", "64", "--asym"], 0.03),
+    # RoPE scaling from a GGUF file written back into config.json: Llama 3.1's llama3 type (the file holds only
+    # its per-pair factors: the parameters are solved for) and YaRN (round-to-nearest: the config is the point)
+    "llama3_rope_rtn8_g64": (["--arch", "llama", "--type", "f32", "--rope-llama3", "8:1:4:64"], "gguf",
+                             ["--method", "rtn", "--bits", "8", "--group-size", "64"], 0.03),
+    "yarn_rtn8_g64": (["--arch", "qwen2", "--type", "f32", "--rope-yarn", "4:64"], "gguf",
+                      ["--method", "rtn", "--bits", "8", "--group-size", "64"], 0.03),
     "errors": ([], "", [], None),
     "lossless_gptq4_sym_g32_vs_q4_0": ([], "", ["--bits", "4"], None),
     "lossless_gptq8_sym_g32_vs_q8_0": ([], "", ["--bits", "8"], None),
@@ -208,6 +214,10 @@ def main() -> int:
         want = {"quant_method": "gptq", "bits": bits, "group_size": group, "desc_act": "--act-order" in opts,
                 "sym": "--asym" not in opts, "checkpoint_format": "gptq_v2" if "--asym" in opts else "gptq"}
         got = {k: qc.get(k) for k in want}
+        rope = json.loads((main_out / "config.json").read_text()).get("rope_scaling") or {}
+        rope_type = "llama3" if cfg.rope_llama3 else "yarn" if cfg.rope_yarn else "longrope" if cfg.longrope else None
+        print(f"rope_scaling type {rope.get('rope_type', rope.get('type'))}: {'ok' if rope.get('rope_type', rope.get('type')) == rope_type else 'WRONG, want ' + str(rope_type)}")
+        ok = ok and rope.get("rope_type", rope.get("type")) == rope_type
         same_qc = json.loads((main_out / "quantize_config.json").read_text()) == qc
         print(f"quantization_config {got}: {'ok' if got == want and same_qc else 'WRONG, want ' + str(want)}")
         ok = ok and got == want and same_qc
