@@ -67,8 +67,8 @@ CASES = {
     # rotary (Phi-4-mini's 3/4) written back into config.json from a GGUF file
     "phi3_gptq4_g32_act_order_partial_longrope": (["--arch", "phi3", "--type", "f32", "--rope-dim", "48", "--longrope", "64"],
                                                   "gguf", ["--bits", "4", "--group-size", "32", "--act-order"], None),
-    "phi3_hf_gptq8_g64_asym": (["--arch", "phi3", "--type", "f16", "--longrope", "64"], "hf",
-                               ["--bits", "8", "--group-size", "64", "--asym"], 0.03),
+    "phi3_hf_rtn8_g64_asym": (["--arch", "phi3", "--type", "f16", "--longrope", "64"], "hf",
+                              ["--method", "rtn", "--bits", "8", "--group-size", "64", "--asym"], 0.03),
     # RoPE scaling from a GGUF file written back into config.json: Llama 3.1's llama3 type (the file holds only
     # its per-pair factors: the parameters are solved for) and YaRN (round-to-nearest: the config is the point)
     "llama3_rope_rtn8_g64": (["--arch", "llama", "--type", "f32", "--rope-llama3", "8:1:4:64"], "gguf",
