@@ -46,11 +46,13 @@ class Table final : public OpProfile {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     double total = 0;
     for (const auto& r : rows) total += r.second.seconds;
-    std::fprintf(stderr, "basalt profile (BASALT_PROFILE): %.3f s in ops\n%-30s %10s %7s %10s\n", total, "op", "seconds", "share",
-                 "calls");
+    int width = 30;  // the op column: as wide as its longest key ("decode matmul ffn_up.weight[0:8192]")
+    for (const auto& r : rows) width = std::max(width, static_cast<int>(r.first.size()));
+    std::fprintf(stderr, "basalt profile (BASALT_PROFILE): %.3f s in ops\n%-*s %10s %7s %10s\n", total, width, "op", "seconds",
+                 "share", "calls");
     for (const auto& [key, e] : rows)
-      std::fprintf(stderr, "%-30s %10.3f %6.1f%% %10lld\n", key.c_str(), e.seconds, total > 0 ? 100 * e.seconds / total : 0.0,
-                   static_cast<long long>(e.calls));
+      std::fprintf(stderr, "%-*s %10.3f %6.1f%% %10lld\n", width, key.c_str(), e.seconds,
+                   total > 0 ? 100 * e.seconds / total : 0.0, static_cast<long long>(e.calls));
   }
 
  private:
