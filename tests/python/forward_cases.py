@@ -153,6 +153,7 @@ CASES: list[Case] = [
     Case("phi3_f32", _dense("phi3", "f32")),
     Case("phi3_mix_q4_k_m", _dense("phi3", "mix-q4_k_m")),
     Case("phi3_longrope_q8_0", _dense("phi3", "q8_0", "--longrope", "16")),
+    Case("phi3_split_qkv_q4_0", _dense("phi3", "q4_0", "--split-qkv")),  # attn_q/k/v apart, as some files hold them
     Case("phi3_longrope_short_f32", _dense("phi3", "f32", "--n-ctx", "512", "--longrope", "256")),
     Case("phi3_partial_longrope_f32", ("--arch", "phi3", "--type", "f32", "--n-embd", "128", "--n-ff", "128", "--n-head", "4",
                                        "--n-head-kv", "2", "--rope-dim", "24", "--longrope", "16", "--tied")),

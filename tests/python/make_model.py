@@ -35,7 +35,8 @@ ffn_up (2 x --n-ff rows, gate first), NeoX RoPE; --longrope ORIG_CTX writes
 LongRoPE's short and long factors (made, not drawn) with the original
 context and its attention factor, as llama.cpp's converter does for Phi-3.5.
 --rope-dim N turns only the first N dims of each head (Phi-4-mini: 3/4).
---window W: every layer's sliding window (Phi-3-mini-4k's 2047, which
+--split-qkv writes attn_q, attn_k, attn_v in place of attn_qkv, as some
+files do. --window W: every layer's sliding window (Phi-3-mini-4k's 2047, which
 llama.cpp ignores: the bounds come from a case without it).
 
 Weight types (--type):
@@ -240,6 +241,7 @@ class ModelConfig:
     rope_llama3: str = ""            # "FACTOR:LOW:HIGH:ORIGINAL_CTX": a rope_freqs.weight tensor
     rope_dim: int = 0                # dims RoPE turns per head: 0 = all
     longrope: int = 0                # LongRoPE's original context: short and long factor tensors
+    split_qkv: bool = False          # phi3: attn_q, attn_k, attn_v (as some files hold them), not attn_qkv
     seed: int = 0
     vocab: str = "tiny"
     vocab_size: int = 0              # 0 = the vocabulary's own size
@@ -583,7 +585,7 @@ def weight_plan(cfg: ModelConfig, n_vocab: int) -> WeightPlan:
     for i in range(cfg.n_layer):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", d)
-        if cfg.arch == "phi3":
+        if cfg.arch == "phi3" and not cfg.split_qkv:
             lin(p + "attn_qkv.weight", (cfg.n_head + 2 * cfg.n_head_kv) * hd, d)
         else:
             lin(p + "attn_q.weight", cfg.n_head * hd, d)
@@ -764,6 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-dim", type=int, default=0, help="dims RoPE turns per head (0: all; Phi-4-mini: 3/4)")
     p.add_argument("--longrope", type=int, default=0, metavar="ORIGINAL_CTX",
                    help="LongRoPE factors (phi3) for a context past ORIGINAL_CTX")
+    p.add_argument("--split-qkv", action="store_true", help="phi3: attn_q, attn_k, attn_v (llama.cpp reads both forms)")
     p.add_argument("--window", type=int, default=0,
                    help="gemma2, gemma3: the local layers' sliding window; phi3: every layer's (Phi-3-mini-4k's 2047)")
     p.add_argument("--swa-period", type=int, default=6, help="gemma3: every Nth layer global")
@@ -784,7 +787,7 @@ def config_from_args(ns: argparse.Namespace) -> ModelConfig:
         head_dim=0 if ns.head_dim == "auto" else int(ns.head_dim),
         n_expert=ns.experts, n_expert_used=ns.experts_used, wtype=ns.wtype, tied=ns.tied,
         rope_theta=ns.rope_theta, rope_scale_linear=ns.rope_scale_linear, rope_yarn=ns.rope_yarn,
-        rope_llama3=ns.rope_llama3, rope_dim=ns.rope_dim, longrope=ns.longrope, seed=ns.seed, window=ns.window, swa_period=ns.swa_period,
+        rope_llama3=ns.rope_llama3, rope_dim=ns.rope_dim, longrope=ns.longrope, split_qkv=ns.split_qkv, seed=ns.seed, window=ns.window, swa_period=ns.swa_period,
         rope_theta_swa=ns.rope_theta_swa,
         attn_softcap=ns.attn_softcap, final_softcap=ns.final_softcap,
         vocab=ns.vocab, vocab_size=ns.vocab_size)

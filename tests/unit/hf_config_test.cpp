@@ -477,6 +477,31 @@ TEST(HfFolder, MismatchesAreNamed) {
   EXPECT_NE(load_error(hf).find("no config.json"), std::string::npos) << load_error(hf);
 }
 
+// Phi-3's fused layers: a qkv_proj or gate_up_proj of the wrong height is
+// named whole, against the rows its parts need, dense or GPTQ.
+TEST(HfFolder, Phi3FusedMismatchesAreNamed) {
+  const std::string dir = test::temp_dir("hf_folder_phi3");
+  const std::string py = std::string(BASALT_PYTHON) + " " + test::source_dir() + "/tests/python/";
+  ASSERT_EQ(test::run_command(py + "make_model.py " + dir + "/m.gguf --arch phi3 --type f16 > /dev/null"), 0);
+  ASSERT_EQ(test::run_command(py + "make_hf_folder.py " + dir + "/m.gguf " + dir + "/hf"), 0);
+  ASSERT_EQ(test::run_command(py + "make_gptq.py " + dir + "/hf " + dir + "/gptq --bits 4 --group-size 32"), 0);
+  for (const std::string& folder : {dir + "/hf", dir + "/gptq"}) {
+    EXPECT_EQ(load_error(folder), "") << folder;
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(folder + "/config.json"));
+    const nlohmann::json good = config;
+    config["num_key_value_heads"] = 4;  // Q, K, V need 64 + 64 + 64 rows; the tensor has 128
+    std::ofstream(folder + "/config.json") << config.dump();
+    const std::string err = load_error(folder);
+    EXPECT_NE(err.find("model.layers.0.self_attn.qkv_proj"), std::string::npos) << err;
+    EXPECT_TRUE(err.find("expected [192, 64]") != std::string::npos || err.find("expected 192 outputs") != std::string::npos)
+        << err;
+    config = good;
+    config["intermediate_size"] = 96;  // gate_up needs 192 rows; it has 256
+    std::ofstream(folder + "/config.json") << config.dump();
+    EXPECT_NE(load_error(folder).find("model.layers.0.mlp.gate_up_proj"), std::string::npos) << load_error(folder);
+  }
+}
+
 }  // namespace
 }  // namespace basalt
 
