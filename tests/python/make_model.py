@@ -321,6 +321,8 @@ def check_config(cfg: ModelConfig) -> None:
         raise ValueError(f"head_dim {cfg.hd} must be even for RoPE")
     if cfg.n_rot % 2 != 0 or cfg.n_rot > cfg.hd:
         raise ValueError(f"--rope-dim {cfg.rope_dim} must be even and at most head_dim {cfg.hd}")
+    if (cfg.longrope or cfg.split_qkv) and cfg.arch != "phi3":
+        raise ValueError("--longrope and --split-qkv are for --arch phi3 (llama.cpp reads LongRoPE's factors there only)")
     if cfg.longrope and not 0 < cfg.longrope < cfg.n_ctx:
         raise ValueError(f"--longrope {cfg.longrope} must be below --n-ctx {cfg.n_ctx} (the context it reaches to)")
     if cfg.n_expert and cfg.arch not in ("llama", "qwen3moe"):
