@@ -180,6 +180,8 @@ struct Fused {
   std::string TensorNames::*name;
   std::vector<std::string TensorNames::*> parts;
 };
+const Fused kFused[] = {{&TensorNames::qkv, {&TensorNames::q, &TensorNames::k, &TensorNames::v}},
+                        {&TensorNames::gate_up, {&TensorNames::gate, &TensorNames::up}}};
 
 // Tensors to write, and the buffers they point into (kept until the file is written).
 class TensorList {
@@ -254,11 +256,9 @@ void write_gptq_checkpoint(const Model& model, const std::string& source, const 
     for (const LayerNorm& norm : layer_norms())
       if (!(l.*norm.weights).empty()) t.norm(name(n.*norm.name, i, ".weight"), l.*norm.weights, arch.hf_norm_offset);
     // Layers the architecture stores as one tensor (Phi-3's qkv_proj, gate_up_proj) are written as one.
-    const Fused fused[] = {{&TensorNames::qkv, {&TensorNames::q, &TensorNames::k, &TensorNames::v}},
-                           {&TensorNames::gate_up, {&TensorNames::gate, &TensorNames::up}}};
     std::vector<const QuantizedLinear*> alone;
     for (const QuantizedLinear& q : layers[static_cast<size_t>(i)]) alone.push_back(&q);
-    for (const Fused& f : fused) {
+    for (const Fused& f : kFused) {
       if ((n.*f.name).empty()) continue;
       std::vector<const GptqPacked*> parts;
       for (auto role : f.parts)

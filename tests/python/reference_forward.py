@@ -80,11 +80,10 @@ class Model:
         # Llama 3.1's scaling: each pair's frequency divisor (llama.cpp's converter)
         self.rope_factors = self.factors("rope_freqs.weight")
         # LongRoPE (Phi-3): short factors, and long ones for a context past the original
-        # (llama.cpp's choice by context size; n_ctx: forward_model's tokens unless set)
+        # (llama.cpp's choice by context size: here the tokens run, as basalt-dump-logits sizes its cache)
         self.rope_short = self.factors("rope_factors_short.weight")
         self.rope_long = self.factors("rope_factors_long.weight")
         self.long_after = self.meta(f"{a}.rope.scaling.original_context_length", 0)
-        self.n_ctx = 0
         self.n_expert = self.meta(f"{a}.expert_count", 0)
         self.n_expert_used = self.meta(f"{a}.expert_used_count", 0)
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
@@ -168,10 +167,11 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def rope_freqs(m: "Model", base: float, scaled: bool) -> tuple[np.ndarray, float]:
+def rope_freqs(m: "Model", base: float, scaled: bool, n_ctx: int) -> tuple[np.ndarray, float]:
     """Each pair's frequency and the cos/sin scale, as transformers' RoPE init
     functions define them (default, linear, llama3 as stored factors, and
-    _compute_yarn_parameters). Gemma 3's local layers (scaled=False) take none."""
+    _compute_yarn_parameters; LongRoPE's set by the context's size n_ctx). Gemma 3's
+    local layers (scaled=False) take none."""
     dim = m.n_rot
     inv_freq = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     if not scaled:
@@ -179,7 +179,7 @@ def rope_freqs(m: "Model", base: float, scaled: bool) -> tuple[np.ndarray, float
     if m.rope_factors is not None:
         inv_freq = inv_freq / m.rope_factors
     if m.rope_long is not None:  # LongRoPE, as transformers' _compute_longrope_parameters
-        inv_freq = inv_freq / (m.rope_long if m.n_ctx > m.long_after else m.rope_short)
+        inv_freq = inv_freq / (m.rope_long if n_ctx > m.long_after else m.rope_short)
     factor = m.rope_scale
     if not m.yarn_orig_ctx:
         return inv_freq / factor, m.rope_attn_factor
@@ -344,7 +344,8 @@ def attention(m: Model, i: int, h: np.ndarray, pos: np.ndarray, kv_type: str = "
         k = rms_norm(k, m.get(p + "attn_k_norm.weight"), m.eps)
     neox = ROPE_NEOX[m.arch]
     local_rope = m.own_local_rope and m.local(i)
-    freqs, mscale = rope_freqs(m, m.rope_base_swa, False) if local_rope else rope_freqs(m, m.rope_base, True)
+    n_ctx = len(pos)  # every position of the run: LongRoPE's factor set follows it
+    freqs, mscale = rope_freqs(m, m.rope_base_swa, False, n_ctx) if local_rope else rope_freqs(m, m.rope_base, True, n_ctx)
     q = rope(q, pos, m.n_rot, freqs, mscale, neox)
     k = rope(k, pos, m.n_rot, freqs, mscale, neox)
     key_side, value_side = KV_SIDES.get(kv_type, ("f16", "f16"))
@@ -490,7 +491,6 @@ def forward_model(m: Model, tokens: list[int], trace: dict | None = None, kv_typ
     if ids.min() < 0 or ids.max() >= m.n_vocab:
         raise ValueError(f"token id out of range 0..{m.n_vocab - 1}: {ids.min()}..{ids.max()}")
     pos = np.arange(len(ids), dtype=np.float64)
-    m.n_ctx = m.n_ctx or len(ids)  # as basalt-dump-logits sizes its cache
     x = m.get("token_embd.weight", rows=ids)                      # [n_tok, d]
     if m.gemma:
         x = x * np.sqrt(m.n_embd)

@@ -9,6 +9,13 @@
 
 namespace basalt::test {
 
+// An F32 tensor's bytes, for GgufBuilder::tensor.
+inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 class GgufBuilder {
  public:
   std::vector<uint8_t> kv_bytes, tensor_bytes, data;

@@ -14,13 +14,8 @@
 namespace basalt {
 namespace {
 
+using test::f32_bytes;
 using test::GgufBuilder;
-
-std::vector<uint8_t> f32_bytes(std::vector<float> v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 GgufBuilder valid_builder() {
   GgufBuilder g;

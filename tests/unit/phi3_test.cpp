@@ -7,7 +7,7 @@
 // quantize.phi3_* (tests/python/).
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/gguf/gguf.h"
@@ -29,12 +29,6 @@ test::GgufBuilder phi3_keys() {  // Phi-4-mini's shape, fewer layers
   return g;
 }
 
-std::vector<uint8_t> floats(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 std::string error_of(const test::GgufBuilder& g) {
   try {
     spec_from_gguf(GgufFile::from_memory(g.bytes(), "phi.gguf"));
@@ -48,8 +42,8 @@ TEST(Phi3, SpecReadsLongRopeAndPartialRotary) {
   test::GgufBuilder g = phi3_keys();
   g.kv_u32("phi3.rope.scaling.original_context_length", 4096).kv_f32("phi3.rope.scaling.attn_factor", 1.19f);
   g.kv_u32("phi3.attention.sliding_window", 262144);
-  g.tensor("rope_factors_long.weight", {48}, kF32, floats(std::vector<float>(48, 8.0f)));
-  g.tensor("rope_factors_short.weight", {48}, kF32, floats(std::vector<float>(48, 1.5f)));
+  g.tensor("rope_factors_long.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 8.0f)));
+  g.tensor("rope_factors_short.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 1.5f)));
   const ModelSpec s = spec_from_gguf(GgufFile::from_memory(g.bytes()));
   EXPECT_EQ(s.head_dim, 128);
   EXPECT_EQ(s.rope_dim, 96);
@@ -76,25 +70,25 @@ TEST(Phi3, SpecReadsTheMini4kWindow) {
 TEST(Phi3, BrokenLongRopeIsAnError) {
   test::GgufBuilder no_short = phi3_keys();
   no_short.kv_u32("phi3.rope.scaling.original_context_length", 4096);
-  no_short.tensor("rope_factors_long.weight", {48}, kF32, floats(std::vector<float>(48, 8.0f)));
+  no_short.tensor("rope_factors_long.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 8.0f)));
   EXPECT_NE(error_of(no_short).find("rope_factors_long.weight without rope_factors_short.weight"), std::string::npos)
       << error_of(no_short);
 
   test::GgufBuilder no_context = phi3_keys();
-  no_context.tensor("rope_factors_long.weight", {48}, kF32, floats(std::vector<float>(48, 8.0f)));
-  no_context.tensor("rope_factors_short.weight", {48}, kF32, floats(std::vector<float>(48, 1.0f)));
+  no_context.tensor("rope_factors_long.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 8.0f)));
+  no_context.tensor("rope_factors_short.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 1.0f)));
   EXPECT_NE(error_of(no_context).find("need rope.scaling.original_context_length"), std::string::npos) << error_of(no_context);
 
   test::GgufBuilder wrong_size = phi3_keys();
   wrong_size.kv_u32("phi3.rope.scaling.original_context_length", 4096);
-  wrong_size.tensor("rope_factors_long.weight", {64}, kF32, floats(std::vector<float>(64, 8.0f)));
-  wrong_size.tensor("rope_factors_short.weight", {64}, kF32, floats(std::vector<float>(64, 1.0f)));
+  wrong_size.tensor("rope_factors_long.weight", {64}, kF32, test::f32_bytes(std::vector<float>(64, 8.0f)));
+  wrong_size.tensor("rope_factors_short.weight", {64}, kF32, test::f32_bytes(std::vector<float>(64, 1.0f)));
   EXPECT_NE(error_of(wrong_size).find("64 RoPE frequency factors for 48 pairs"), std::string::npos) << error_of(wrong_size);
 
   test::GgufBuilder negative = phi3_keys();
   negative.kv_u32("phi3.rope.scaling.original_context_length", 4096);
-  negative.tensor("rope_factors_long.weight", {48}, kF32, floats(std::vector<float>(48, -2.0f)));
-  negative.tensor("rope_factors_short.weight", {48}, kF32, floats(std::vector<float>(48, 1.0f)));
+  negative.tensor("rope_factors_long.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, -2.0f)));
+  negative.tensor("rope_factors_short.weight", {48}, kF32, test::f32_bytes(std::vector<float>(48, 1.0f)));
   EXPECT_NE(error_of(negative).find("a RoPE frequency factor of -2"), std::string::npos) << error_of(negative);
 }
 
